@@ -1,0 +1,75 @@
+/**
+ * Conntrack records and the client interface implemented by the FFI binding
+ * and by the in-memory fake.
+ *
+ * @module
+ */
+
+/** IP family of a dump: 4 or 6. */
+export type IpFamily = 4 | 6;
+
+/** IP protocol numbers we care about. */
+export const PROTO_TCP = 6;
+export const PROTO_UDP = 17;
+export const PROTO_SCTP = 132;
+
+/**
+ * One conntrack entry. Addresses are canonical text (`198.18.0.1`,
+ * `2001:db8::1`); ports are host-order numbers (0 for portless protocols).
+ * `id` is the kernel's CTA_ID, used to make deletes exact.
+ */
+export interface ConntrackEntry {
+  family: IpFamily;
+  proto: number;
+  origSrc: string;
+  origDst: string;
+  origSport: number;
+  origDport: number;
+  replySrc: string;
+  replyDst: string;
+  replySport: number;
+  replyDport: number;
+  mark: number;
+  zone: number;
+  id: number;
+}
+
+/** What a dump produced. */
+export interface DumpResult {
+  /** Entries seen (those passed to the visitor). */
+  count: number;
+  /** True when the kernel interrupted the dump (EINTR): the entries seen are a partial view. */
+  interrupted: boolean;
+}
+
+/** What a delete did. */
+export interface DeleteResult {
+  deleted: number;
+  /** Entries the kernel refused, with its reason (ENOENT: already gone). */
+  failed: { entry: ConntrackEntry; error: string }[];
+}
+
+/** Access to the conntrack table of the current network namespace. */
+export interface ConntrackClient {
+  /**
+   * Streams the entries of one family to `visit`, optionally only of one L4
+   * protocol. The entry object passed may be reused between calls: copy what
+   * you keep. Memory stays bounded by what the visitor keeps.
+   */
+  dump(family: IpFamily, visit: (e: Readonly<ConntrackEntry>) => void, proto?: number): DumpResult;
+  /** Deletes the given entries (matching on the original tuple, and on `id` where supported). */
+  delete(entries: readonly ConntrackEntry[]): DeleteResult;
+  /** Releases native resources. */
+  close(): void;
+}
+
+/** A native library could not be loaded. The message names the package to install. */
+export class LibraryNotFoundError extends Error {
+  constructor(readonly library: string, readonly packages: string, cause?: unknown) {
+    super(
+      `cannot load ${library}: install it (${packages}) or point KUBE_NFT_PROXY_LIB_DIR at the directory holding it` +
+        (cause instanceof Error ? ` (${cause.message.split("\n")[0]})` : ""),
+    );
+    this.name = "LibraryNotFoundError";
+  }
+}

@@ -1,0 +1,199 @@
+/**
+ * Typed nftables objects and transactions, modelled on knftables.
+ *
+ * A {@link Transaction} is an ordered list of operations on one table. It is
+ * serialised to nft script syntax (not JSON: libnftables 1.0.6 JSON input
+ * cannot express dynamic sets, typeof, or comments), and applied by an
+ * {@link NftablesClient} as one atomic kernel transaction.
+ *
+ * @module
+ */
+
+/** nftables address family of a table. */
+export type Family = "ip" | "ip6" | "inet";
+
+/** Netfilter hooks a base chain can attach to. */
+export type Hook = "prerouting" | "input" | "forward" | "output" | "postrouting";
+
+/** Base chain types. */
+export type ChainType = "filter" | "nat" | "route";
+
+/** A table. The family and name come from the client. */
+export interface Table {
+  kind: "table";
+  comment?: string;
+}
+
+/** A chain; a base chain when `type`, `hook` and `priority` are set. */
+export interface Chain {
+  kind: "chain";
+  name: string;
+  type?: ChainType;
+  hook?: Hook;
+  /** Numeric priority, e.g. -100 for dstnat in ip/ip6. */
+  priority?: number;
+  policy?: "accept" | "drop";
+  comment?: string;
+}
+
+/** A rule: `rule` is an nft syntax rule body, e.g. `ip daddr 1.2.3.4 drop`. */
+export interface Rule {
+  kind: "rule";
+  chain: string;
+  rule: string;
+  comment?: string;
+  /** Kernel handle: required for replace/delete, filled in by list. */
+  handle?: number;
+  /** With insert/add: position relative to the rule with this handle. */
+  position?: number;
+}
+
+/** Flags a set or map may carry. */
+export type SetFlag = "constant" | "interval" | "timeout" | "dynamic";
+
+/** A named set. `type` is a key type, e.g. `ipv4_addr . inet_proto . inet_service`. */
+export interface Set {
+  kind: "set";
+  name: string;
+  type: string;
+  flags?: SetFlag[];
+  /** Default element timeout, seconds. */
+  timeout?: number;
+  comment?: string;
+}
+
+/** A named map: `type` is the key type, `dataType` the value type (`verdict`, `ipv4_addr . inet_service`, ...). */
+export interface Map {
+  kind: "map";
+  name: string;
+  type: string;
+  dataType: string;
+  flags?: SetFlag[];
+  timeout?: number;
+  comment?: string;
+}
+
+/**
+ * An element of a set (`set`) or map (`map`). `key` holds the parts of a
+ * (possibly concatenated) key, `value` the parts of a map value such as
+ * `["goto service-X"]` or `["10.0.0.1", "80"]`.
+ */
+export interface Element {
+  kind: "element";
+  set?: string;
+  map?: string;
+  key: string[];
+  value?: string[];
+  comment?: string;
+}
+
+/** Any object a transaction can operate on. */
+export type NftObject = Table | Chain | Rule | Set | Map | Element;
+
+/** Transaction verbs. `create` fails if the object exists; `add` does not. */
+export type Verb = "add" | "create" | "insert" | "replace" | "flush" | "delete";
+
+/** One queued operation. */
+export interface Operation {
+  verb: Verb;
+  obj: NftObject;
+}
+
+/** An ordered batch of operations on one table, applied atomically. */
+export class Transaction {
+  readonly ops: Operation[] = [];
+
+  /** Adds an object, leaving it alone if it exists. */
+  add(obj: NftObject): this {
+    return this.push("add", obj);
+  }
+  /** Creates an object, failing if it exists. */
+  create(obj: NftObject): this {
+    return this.push("create", obj);
+  }
+  /** Inserts a rule at the start of its chain (or before `position`). */
+  insert(obj: Rule): this {
+    return this.push("insert", obj);
+  }
+  /** Replaces the rule with `obj.handle`. */
+  replace(obj: Rule): this {
+    return this.push("replace", obj);
+  }
+  /** Empties a table, chain, set or map. */
+  flush(obj: Table | Chain | Set | Map): this {
+    return this.push("flush", obj);
+  }
+  /** Deletes an object (a rule by handle, an element by key). */
+  delete(obj: NftObject): this {
+    return this.push("delete", obj);
+  }
+
+  /** Number of queued operations. */
+  get size(): number {
+    return this.ops.length;
+  }
+
+  private push(verb: Verb, obj: NftObject): this {
+    this.ops.push({ verb, obj });
+    return this;
+  }
+}
+
+/**
+ * A table's contents as read back from the kernel or a fake. Chains, sets and
+ * maps are keyed by name; rules are in chain order.
+ */
+export interface TableState {
+  family: Family;
+  name: string;
+  comment?: string;
+  chains: globalThis.Map<string, { chain: Chain; rules: Rule[] }>;
+  sets: globalThis.Map<string, { set: Set; elements: Element[] }>;
+  maps: globalThis.Map<string, { map: Map; elements: Element[] }>;
+}
+
+/** A client bound to one table (`family` + `table`), like knftables.Interface. */
+export interface NftablesClient {
+  readonly family: Family;
+  readonly table: string;
+  /** Applies the transaction as one atomic kernel transaction. Throws {@link NftablesError}. */
+  run(tx: Transaction): Promise<void>;
+  /** Validates the transaction (kernel dry run) without committing. Throws {@link NftablesError}. */
+  check(tx: Transaction): Promise<void>;
+  /** Reads the whole table back, or null when it does not exist. Expensive on large tables. */
+  list(): Promise<TableState | null>;
+  /** Names of the table's chains (cheap: no rules), or [] when the table does not exist. */
+  listChains(): Promise<string[]>;
+  /** Elements of one set or map. */
+  listElements(kind: "set" | "map", name: string): Promise<Element[]>;
+  /** Releases native resources. */
+  close(): void;
+}
+
+/** A failed transaction. Nothing of it was applied. */
+export class NftablesError extends Error {
+  /**
+   * @param message libnftables' error text.
+   * @param failedOperation index into the transaction's ops of the command that failed, when found.
+   * @param failedCommand the nft syntax of that command, when found.
+   */
+  constructor(
+    message: string,
+    readonly failedOperation?: number,
+    readonly failedCommand?: string,
+  ) {
+    super(
+      failedCommand === undefined ? message : `${message}\n  failing command: ${failedCommand}`,
+    );
+    this.name = "NftablesError";
+  }
+
+  /** True when the error means the object does not exist (ENOENT). */
+  get notFound(): boolean {
+    return /No such file or directory|does not exist/i.test(this.message);
+  }
+  /** True when the error means the object already exists (EEXIST). */
+  get exists(): boolean {
+    return /File exists/i.test(this.message);
+  }
+}

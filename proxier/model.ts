@@ -1,0 +1,110 @@
+/**
+ * The proxier's internal model: what the change trackers produce from
+ * Kubernetes objects and what the rule builder consumes. Everything here is
+ * already validated and split per IP family.
+ *
+ * @module
+ */
+
+/** IP family. */
+export type IpFamily = 4 | 6;
+
+/** L4 protocols a Service port may use. */
+export type Protocol = "TCP" | "UDP" | "SCTP";
+
+/** One port of one Service, for one IP family. */
+export interface ServicePortInfo {
+  /** `namespace/name:portName` (portName may be empty), as upstream's ServicePortName. */
+  id: string;
+  namespace: string;
+  name: string;
+  portName: string;
+  protocol: Protocol;
+  family: IpFamily;
+  /** The family's ClusterIP. */
+  clusterIP: string;
+  port: number;
+  /** 0 when none. */
+  nodePort: number;
+  /** ExternalIPs of this family. */
+  externalIPs: string[];
+  /** LoadBalancer ingress IPs of this family, without those in ipMode Proxy. */
+  loadBalancerIPs: string[];
+  /** loadBalancerSourceRanges of this family, as CIDRs. */
+  loadBalancerSourceRanges: string[];
+  /** ClientIP affinity timeout in seconds, or 0 for no affinity. */
+  stickyMaxAgeSeconds: number;
+  /** externalTrafficPolicy: Local (and the service has external addresses or a NodePort). */
+  externalPolicyLocal: boolean;
+  /** internalTrafficPolicy: Local. */
+  internalPolicyLocal: boolean;
+  /** 0 when none. */
+  healthCheckNodePort: number;
+}
+
+/** One endpoint of one Service port (already merged across EndpointSlices). */
+export interface EndpointInfo {
+  ip: string;
+  port: number;
+  ready: boolean;
+  serving: boolean;
+  terminating: boolean;
+  /** The endpoint runs on this node. */
+  isLocal: boolean;
+  nodeName?: string;
+  zone?: string;
+  /** Topology hints: zones (`hints.forZones`) and nodes (`hints.forNodes`). */
+  zoneHints?: string[];
+  nodeHints?: string[];
+}
+
+/** This node, as far as the proxier cares. */
+export interface NodeInfo {
+  name: string;
+  labels: Record<string, string>;
+  /** The node's primary IPs (InternalIP, else ExternalIP), any family. */
+  ips: string[];
+  podCIDRs: string[];
+}
+
+/** How "local" (pod) traffic is recognised, as kube-proxy's --detect-local-mode. */
+export type LocalDetector =
+  | { mode: "ClusterCIDR"; cidrs: string[] }
+  | { mode: "NodeCIDR" }
+  | { mode: "BridgeInterface"; interface: string }
+  | { mode: "InterfaceNamePrefix"; prefix: string }
+  | { mode: "None" };
+
+/** Proxier settings that shape the rules. */
+export interface ProxierConfig {
+  masqueradeAll: boolean;
+  /** Bit of the packet mark used to flag masquerade (0-31, default 14). */
+  masqueradeBit: number;
+  localDetector: LocalDetector;
+  /** CIDRs and/or the word "primary"; empty means ["primary"]. */
+  nodePortAddresses: string[];
+}
+
+/** The complete input for building one family's ruleset. */
+export interface ProxyState {
+  family: IpFamily;
+  /** By ServicePortInfo.id. */
+  services: ReadonlyMap<string, ServicePortInfo>;
+  /** By ServicePortInfo.id. Missing means no endpoints. */
+  endpoints: ReadonlyMap<string, readonly EndpointInfo[]>;
+  node: NodeInfo;
+  /** ServiceCIDRs of this family. */
+  serviceCIDRs: string[];
+}
+
+/**
+ * What a sync changed that conntrack cleanup needs. Filled in by the change
+ * trackers when their changes are applied; consumed after the transaction
+ * committed.
+ */
+export interface StaleReport {
+  /** UDP/SCTP service ports that went from no endpoints to some: flush entries to their frontends. */
+  servicesWithNewEndpoints: ServicePortInfo[];
+  /** Endpoints that went away (or stopped serving), with the service port they belonged to. */
+  deletedEndpoints: { service: ServicePortInfo; ip: string; port: number }[];
+}
