@@ -1,0 +1,46 @@
+/**
+ * An {@link NftablesClient} that prints transactions instead of applying
+ * them: the backend of `--dry-run`. It remembers nothing, so every sync it
+ * sees looks like a cold start.
+ *
+ * @module
+ */
+import { renderScript } from "./script.ts";
+import type { Element, Family, NftablesClient, TableState, Transaction } from "./types.ts";
+
+/** Prints each transaction as an nft script to `write`. */
+export class DryRunNftables implements NftablesClient {
+  constructor(
+    readonly family: Family,
+    readonly table: string,
+    private readonly write: (text: string) => void = (t) => console.log(t),
+  ) {}
+
+  run(tx: Transaction): Promise<void> {
+    if (tx.size > 0) {
+      this.write(
+        `# dry run: ${tx.size} operations on ${this.family} ${this.table}\n` +
+          renderScript(this.family, this.table, tx.ops),
+      );
+    }
+    return Promise.resolve();
+  }
+
+  check(_tx: Transaction): Promise<void> {
+    return Promise.resolve();
+  }
+
+  list(): Promise<TableState | null> {
+    return Promise.resolve(null);
+  }
+
+  listChains(): Promise<string[]> {
+    return Promise.resolve([]);
+  }
+
+  listElements(_kind: "set" | "map", _name: string): Promise<Element[]> {
+    return Promise.resolve([]);
+  }
+
+  close(): void {}
+}
