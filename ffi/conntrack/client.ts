@@ -1,0 +1,733 @@
+/**
+ * The real {@link ConntrackClient}: dumps through libnetfilter_conntrack and
+ * deletes over a separate netlink socket (libmnl) with CTA_ID attached, so a
+ * delete never hits a flow re-created with the same tuple.
+ *
+ * Everything here runs synchronously on the calling thread: libnetfilter_conntrack
+ * invokes the dump callback from inside `nfct_query`.
+ *
+ * @module
+ */
+import {
+  AF_INET,
+  AF_INET6,
+  ATTR,
+  CONNTRACK,
+  type ConntrackLibs,
+  describeErrno,
+  lastErrno,
+  loadConntrackLibs,
+  NETLINK_NETFILTER,
+  NFCT_CB_CONTINUE,
+  NFCT_CB_STOP,
+  NFCT_Q_DESTROY,
+  NFCT_Q_DUMP,
+  NFCT_T_ALL,
+} from "./libconntrack.ts";
+import type {
+  ConntrackClient,
+  ConntrackEntry,
+  DeleteResult,
+  DumpResult,
+  IpFamily,
+} from "./types.ts";
+
+const EINTR = 4;
+const EAGAIN = 11;
+
+/** True on little-endian hosts (x86_64, arm64): network-order values arrive byte-swapped. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+// ---------------------------------------------------------------------------
+// Pure helpers: address text <-> the library's network-order representation.
+// ---------------------------------------------------------------------------
+
+/** Converts a 16-bit value between network and host order (its own inverse). */
+export function swap16(v: number): number {
+  return LITTLE_ENDIAN ? ((v & 0xff) << 8) | ((v >>> 8) & 0xff) : v & 0xffff;
+}
+
+/**
+ * Formats an IPv4 address held as a u32 in network byte order, as read by
+ * `nfct_get_attr_u32` (the first octet is the lowest byte on little-endian hosts).
+ */
+export function formatIpv4(v: number): string {
+  return LITTLE_ENDIAN
+    ? `${v & 0xff}.${(v >>> 8) & 0xff}.${(v >>> 16) & 0xff}.${v >>> 24}`
+    : `${v >>> 24}.${(v >>> 16) & 0xff}.${(v >>> 8) & 0xff}.${v & 0xff}`;
+}
+
+/**
+ * Parses dotted-quad IPv4 text into the u32 network-order value that
+ * `nfct_set_attr_u32` expects, or returns -1 when the text is not a plain
+ * dotted quad (no leading zeros, each octet 0-255).
+ */
+export function parseIpv4(s: string): number {
+  let octets = 0;
+  let cur = -1;
+  let digits = 0;
+  let out = 0;
+  for (let i = 0; i <= s.length; i++) {
+    const c = i < s.length ? s.charCodeAt(i) : 46; // a virtual trailing '.'
+    if (c === 46) {
+      if (digits === 0 || octets === 4) return -1;
+      out = LITTLE_ENDIAN ? out | (cur << (8 * octets)) : (out << 8) | cur;
+      octets++;
+      cur = -1;
+      digits = 0;
+    } else if (c >= 48 && c <= 57) {
+      if (digits > 0 && cur === 0) return -1; // leading zero
+      cur = (cur < 0 ? 0 : cur) * 10 + (c - 48);
+      if (cur > 255) return -1;
+      digits++;
+    } else {
+      return -1;
+    }
+  }
+  return octets === 4 ? out >>> 0 : -1;
+}
+
+const groups = new Uint16Array(8);
+
+/**
+ * Formats 16 bytes of an IPv6 address (from `off`) in RFC 5952 canonical
+ * text: lowercase, no leading zeros, the longest run (>= 2) of zero groups
+ * as `::`, and IPv4-mapped addresses as `::ffff:a.b.c.d`.
+ */
+export function formatIpv6(b: Uint8Array, off = 0): string {
+  for (let i = 0; i < 8; i++) groups[i] = (b[off + 2 * i] << 8) | b[off + 2 * i + 1];
+  if (
+    groups[0] === 0 && groups[1] === 0 && groups[2] === 0 && groups[3] === 0 &&
+    groups[4] === 0 && groups[5] === 0xffff
+  ) {
+    return `::ffff:${b[off + 12]}.${b[off + 13]}.${b[off + 14]}.${b[off + 15]}`;
+  }
+  let bestAt = -1;
+  let bestLen = 1;
+  for (let i = 0; i < 8;) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLen) {
+      bestAt = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  let s = "";
+  for (let i = 0; i < 8; i++) {
+    if (i === bestAt) {
+      s += "::";
+      i += bestLen - 1;
+      continue;
+    }
+    if (s !== "" && !s.endsWith(":")) s += ":";
+    s += groups[i].toString(16);
+  }
+  return s;
+}
+
+/**
+ * Parses IPv6 text (with `::` and an optional trailing dotted quad) into 16
+ * bytes at `out[off]`. Returns false when the text is not an IPv6 address
+ * (zone suffixes such as `%eth0` are rejected too).
+ */
+export function parseIpv6(s: string, out: Uint8Array, off = 0): boolean {
+  const dbl = s.indexOf("::");
+  if (dbl !== -1 && s.indexOf("::", dbl + 1) !== -1) return false;
+  const head = dbl === -1 ? s : s.slice(0, dbl);
+  const tail = dbl === -1 ? "" : s.slice(dbl + 2);
+  const words: number[] = [];
+  const parsePart = (part: string, isLast: boolean): number[] | undefined => {
+    if (part === "") return [];
+    const res: number[] = [];
+    const items = part.split(":");
+    for (let i = 0; i < items.length; i++) {
+      const it = items[i];
+      if (isLast && i === items.length - 1 && it.includes(".")) {
+        if (parseIpv4(it) < 0) return undefined;
+        const [a, b, c, d] = it.split(".").map(Number);
+        res.push((a << 8) | b, (c << 8) | d);
+        continue;
+      }
+      if (!/^[0-9a-fA-F]{1,4}$/.test(it)) return undefined;
+      res.push(parseInt(it, 16));
+    }
+    return res;
+  };
+  const h = parsePart(head, dbl === -1);
+  const t = parsePart(tail, true);
+  if (h === undefined || t === undefined) return false;
+  if (dbl === -1) {
+    if (h.length !== 8) return false;
+    words.push(...h);
+  } else {
+    if (h.length + t.length > 7) return false;
+    words.push(...h, ...new Array(8 - h.length - t.length).fill(0), ...t);
+  }
+  for (let i = 0; i < 8; i++) {
+    out[off + 2 * i] = words[i] >>> 8;
+    out[off + 2 * i + 1] = words[i] & 0xff;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// Pure helpers: netlink framing for ctnetlink delete requests and their acks.
+// ---------------------------------------------------------------------------
+
+/** nlmsghdr (16) + nfgenmsg (4). */
+export const NLMSG_CT_HDRLEN = 20;
+/** `(NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE`. */
+export const CT_DELETE_TYPE = (1 << 8) | 2;
+const NLM_F_REQUEST = 1;
+const NLM_F_ACK = 4;
+const NLMSG_NOOP = 1;
+const NLMSG_ERROR = 2;
+/** ctnetlink attribute carrying the conntrack id (u32, big-endian). */
+export const CTA_ID = 12;
+
+/** Rounds a netlink length up to the 4-byte alignment. */
+export function nlAlign(n: number): number {
+  return (n + 3) & ~3;
+}
+
+/**
+ * Writes the nlmsghdr + nfgenmsg of a conntrack delete request at `off`
+ * (length set to the header alone; attributes are appended after it). Without
+ * `ack` the kernel answers only when the delete fails.
+ */
+export function putDeleteHeader(
+  dv: DataView,
+  off: number,
+  seq: number,
+  af: number,
+  ack = false,
+): void {
+  dv.setUint32(off, NLMSG_CT_HDRLEN, LITTLE_ENDIAN);
+  dv.setUint16(off + 4, CT_DELETE_TYPE, LITTLE_ENDIAN);
+  dv.setUint16(off + 6, NLM_F_REQUEST | (ack ? NLM_F_ACK : 0), LITTLE_ENDIAN);
+  dv.setUint32(off + 8, seq >>> 0, LITTLE_ENDIAN);
+  dv.setUint32(off + 12, 0, LITTLE_ENDIAN); // to the kernel
+  dv.setUint8(off + 16, af);
+  dv.setUint8(off + 17, 0); // NFNETLINK_V0
+  dv.setUint16(off + 18, 0); // res_id, big-endian
+}
+
+/**
+ * Writes an NLMSG_NOOP request with NLM_F_ACK at `off` and returns its
+ * length. The kernel handles the messages of one sendto in order, so its ack
+ * arrives after the error reports of every delete sent before it: a fence.
+ */
+export function putFence(dv: DataView, off: number, seq: number): number {
+  dv.setUint32(off, 16, LITTLE_ENDIAN);
+  dv.setUint16(off + 4, NLMSG_NOOP, LITTLE_ENDIAN);
+  dv.setUint16(off + 6, NLM_F_REQUEST | NLM_F_ACK, LITTLE_ENDIAN);
+  dv.setUint32(off + 8, seq >>> 0, LITTLE_ENDIAN);
+  dv.setUint32(off + 12, 0, LITTLE_ENDIAN);
+  return 16;
+}
+
+/**
+ * Appends a CTA_ID attribute to the message at `off` and updates its
+ * nlmsg_len. Returns the new message length.
+ */
+export function appendIdAttr(dv: DataView, off: number, id: number): number {
+  const len = dv.getUint32(off, LITTLE_ENDIAN);
+  const at = off + nlAlign(len);
+  dv.setUint16(at, 8, LITTLE_ENDIAN);
+  dv.setUint16(at + 2, CTA_ID, LITTLE_ENDIAN);
+  dv.setUint32(at + 4, id >>> 0, false);
+  const newLen = nlAlign(len) + 8;
+  dv.setUint32(off, newLen, LITTLE_ENDIAN);
+  return newLen;
+}
+
+/**
+ * Walks the netlink messages in `dv[0, len)` and reports each ack
+ * (NLMSG_ERROR) as `(seq, errno)`, errno 0 meaning success. Returns the
+ * number of acks seen. Throws on a malformed buffer.
+ */
+export function parseAcks(
+  dv: DataView,
+  len: number,
+  onAck: (seq: number, errno: number) => void,
+): number {
+  let off = 0;
+  let acks = 0;
+  while (off + 16 <= len) {
+    const mlen = dv.getUint32(off, LITTLE_ENDIAN);
+    if (mlen < 16 || off + mlen > len) {
+      throw new Error(`malformed netlink reply: message length ${mlen} at offset ${off} of ${len}`);
+    }
+    if (dv.getUint16(off + 4, LITTLE_ENDIAN) === NLMSG_ERROR && mlen >= 20) {
+      onAck(dv.getUint32(off + 8, LITTLE_ENDIAN), -dv.getInt32(off + 16, LITTLE_ENDIAN) | 0);
+      acks++;
+    }
+    off += nlAlign(mlen);
+  }
+  return acks;
+}
+
+/** Checks an entry and says what is wrong with it, or returns undefined. */
+export function entryProblem(e: ConntrackEntry): string | undefined {
+  if (e.family !== 4 && e.family !== 6) return `family must be 4 or 6, got ${e.family}`;
+  if (!Number.isInteger(e.proto) || e.proto < 0 || e.proto > 255) {
+    return `proto must be an integer 0-255, got ${e.proto}`;
+  }
+  for (const k of ["origSport", "origDport"] as const) {
+    if (!Number.isInteger(e[k]) || e[k] < 0 || e[k] > 65535) {
+      return `${k} must be an integer 0-65535, got ${e[k]}`;
+    }
+  }
+  if (!Number.isInteger(e.zone) || e.zone < 0 || e.zone > 65535) {
+    return `zone must be an integer 0-65535, got ${e.zone}`;
+  }
+  if (!Number.isInteger(e.id) || e.id < 0 || e.id > 0xffffffff) {
+    return `id must be a u32 (0 = unknown), got ${e.id}`;
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------
+// The client.
+// ---------------------------------------------------------------------------
+
+/** Options of {@link openConntrack}. */
+export interface OpenConntrackOptions {
+  /**
+   * Delete over a raw netlink socket with CTA_ID (default true). False uses
+   * `nfct_query(NFCT_Q_DESTROY)`, which matches on the tuple only (see
+   * {@link FfiConntrackClient.exactDeletes}).
+   */
+  exactDeletes?: boolean;
+}
+
+/** Entries per sendto when deleting; keeps the acks well inside the socket's receive buffer. */
+const DELETE_BATCH = 128;
+const TX_BUF = 64 * 1024;
+/** Room one delete request may need (IPv6 tuple + zone + id is ~130 bytes). */
+const MAX_MSG = 512;
+const RX_BUF = 64 * 1024;
+const RCVBUF = 1 << 20;
+const SOL_SOCKET = 1;
+const SO_RCVTIMEO = 20;
+const SO_RCVBUFFORCE = 33;
+const NETLINK_CAP_ACK = 10;
+
+/** Delete requests validated and converted to wire values, before anything is sent. */
+interface EncodedDeletes {
+  v4: Uint32Array; // src, dst per entry (IPv4 only)
+  v6: Uint8Array | undefined; // 32 bytes per entry (IPv6 only)
+}
+
+/**
+ * {@link ConntrackClient} over libnetfilter_conntrack (dump) and a libmnl
+ * netlink socket (delete). One instance per network namespace it was opened in.
+ */
+export class FfiConntrackClient implements ConntrackClient {
+  private readonly libs: ConntrackLibs;
+  private dumpHandle: Deno.PointerValue = null;
+  private queryHandle: Deno.PointerValue = null;
+  private mnlSocket: Deno.PointerValue = null;
+  private readonly ct4: Deno.PointerValue;
+  private readonly ct6: Deno.PointerValue;
+  private readonly callback: Deno.UnsafeCallback<{
+    readonly parameters: readonly ["i32", "pointer", "pointer"];
+    readonly result: "i32";
+  }>;
+  private closed = false;
+  private seq = 1;
+
+  // State of the running dump, read by the callback.
+  private dumping = false;
+  private visit: (e: Readonly<ConntrackEntry>) => void = () => {};
+  private protoFilter = -1;
+  private dumpCount = 0;
+  private dumpError: unknown = undefined;
+  private readonly entry: ConntrackEntry = {
+    family: 4,
+    proto: 0,
+    origSrc: "",
+    origDst: "",
+    origSport: 0,
+    origDport: 0,
+    replySrc: "",
+    replyDst: "",
+    replySport: 0,
+    replyDport: 0,
+    mark: 0,
+    zone: 0,
+    id: 0,
+  };
+  private readonly addr6 = new Uint8Array(16);
+  private readonly tx = new Uint8Array(TX_BUF);
+  private readonly txView = new DataView(this.tx.buffer);
+  private readonly txPtr = Deno.UnsafePointer.of(this.tx);
+  private readonly rx = new Uint8Array(RX_BUF);
+  private readonly rxView = new DataView(this.rx.buffer);
+
+  /**
+   * True when deletes carry CTA_ID (raw netlink path). False on the
+   * `nfct_query` fallback: libnetfilter_conntrack 1.0.9 does not send CTA_ID,
+   * so a delete racing with a flow re-created on the same tuple removes the
+   * new flow.
+   */
+  readonly exactDeletes: boolean;
+
+  /** Opens the handles; prefer {@link openConntrack}. */
+  constructor(opts: OpenConntrackOptions = {}) {
+    this.libs = loadConntrackLibs();
+    const { nfct, mnl } = this.libs;
+    this.callback = new Deno.UnsafeCallback(
+      { parameters: ["i32", "pointer", "pointer"], result: "i32" } as const,
+      (_type, ct) => this.onEntry(ct),
+    );
+    this.dumpHandle = this.openDumpHandle();
+    this.ct4 = nfct.nfct_new();
+    this.ct6 = nfct.nfct_new();
+    if (this.ct4 === null || this.ct6 === null) {
+      this.close();
+      throw new Error("conntrack: nfct_new failed (out of memory)");
+    }
+    nfct.nfct_set_attr_u8(this.ct4, ATTR.ORIG_L3PROTO, AF_INET);
+    nfct.nfct_set_attr_u8(this.ct6, ATTR.ORIG_L3PROTO, AF_INET6);
+    this.exactDeletes = opts.exactDeletes !== false && this.openMnl(mnl);
+  }
+
+  /** Opens a libnetfilter_conntrack handle with the dump callback registered. */
+  private openDumpHandle(): Deno.PointerValue {
+    const { nfct } = this.libs;
+    const h = nfct.nfct_open(CONNTRACK, 0);
+    if (h === null) {
+      const why = describeErrno(this.libs, lastErrno(this.libs));
+      this.close();
+      throw new Error(`conntrack: nfct_open failed: ${why}`);
+    }
+    if (nfct.nfct_callback_register(h, NFCT_T_ALL, this.callback.pointer, null) < 0) {
+      const why = describeErrno(this.libs, lastErrno(this.libs));
+      nfct.nfct_close(h);
+      this.close();
+      throw new Error(`conntrack: nfct_callback_register failed: ${why}`);
+    }
+    return h;
+  }
+
+  /** Opens the delete socket; false (and the nfct_query fallback) when that fails. */
+  private openMnl(mnl: ConntrackLibs["mnl"]): boolean {
+    const nl = mnl.mnl_socket_open(NETLINK_NETFILTER);
+    if (nl === null) return false;
+    if (mnl.mnl_socket_bind(nl, 0, 0) < 0) {
+      mnl.mnl_socket_close(nl);
+      return false;
+    }
+    // Error reports without the echoed request keep a batch of failures small,
+    // and a roomy receive buffer keeps the kernel from dropping any of them
+    // (it needs CAP_NET_ADMIN, which conntrack access needs anyway).
+    const one = new Int32Array([1]);
+    mnl.mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, one, 4);
+    const fd = mnl.mnl_socket_get_fd(nl);
+    const { setsockopt } = this.libs.libc;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, new Int32Array([RCVBUF]), 4);
+    // Never block forever waiting for a reply that will not come.
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, new BigInt64Array([5n, 0n]), 16);
+    this.mnlSocket = nl;
+    return true;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error("conntrack client is closed");
+  }
+
+  /** Streams one family's entries to `visit` (see {@link ConntrackClient.dump}). */
+  dump(family: IpFamily, visit: (e: Readonly<ConntrackEntry>) => void, proto?: number): DumpResult {
+    this.assertOpen();
+    if (family !== 4 && family !== 6) {
+      throw new TypeError(`conntrack dump: family must be 4 or 6, got ${family}`);
+    }
+    if (proto !== undefined && (!Number.isInteger(proto) || proto < 0 || proto > 255)) {
+      throw new TypeError(`conntrack dump: proto must be an integer 0-255, got ${proto}`);
+    }
+    if (this.dumping) throw new Error("conntrack dump: called again from inside a dump visitor");
+    this.dumping = true;
+    this.visit = visit;
+    this.protoFilter = proto ?? -1;
+    this.dumpCount = 0;
+    this.dumpError = undefined;
+    this.entry.family = family;
+    let rc = -1;
+    let errno = 0;
+    try {
+      rc = this.libs.nfct.nfct_query(
+        this.dumpHandle,
+        NFCT_Q_DUMP,
+        new Uint32Array([family === 4 ? AF_INET : AF_INET6]),
+      );
+      // errno must be read before any other call can overwrite it.
+      if (rc < 0) errno = lastErrno(this.libs);
+    } finally {
+      this.dumping = false;
+      this.visit = () => {};
+    }
+    if (rc < 0 || this.dumpError !== undefined) {
+      // The rest of an unfinished dump may still sit in the socket and would be
+      // read as the answer to the next query: start over on a fresh handle.
+      this.libs.nfct.nfct_close(this.dumpHandle);
+      this.dumpHandle = null;
+      this.dumpHandle = this.openDumpHandle();
+    }
+    if (this.dumpError !== undefined) throw this.dumpError;
+    if (rc < 0) {
+      if (errno === EINTR) return { count: this.dumpCount, interrupted: true };
+      throw new Error(
+        `conntrack dump (IPv${family}) failed after ${this.dumpCount} entries: ${
+          describeErrno(this.libs, errno)
+        }`,
+      );
+    }
+    return { count: this.dumpCount, interrupted: false };
+  }
+
+  /** The dump callback: fills the shared entry and hands it to the visitor. */
+  private onEntry(ct: Deno.PointerValue): number {
+    try {
+      const n = this.libs.nfct;
+      const proto = n.nfct_get_attr_u8(ct, ATTR.ORIG_L4PROTO);
+      if (this.protoFilter >= 0 && proto !== this.protoFilter) return NFCT_CB_CONTINUE;
+      const e = this.entry;
+      e.proto = proto;
+      if (e.family === 4) {
+        e.origSrc = formatIpv4(n.nfct_get_attr_u32(ct, ATTR.ORIG_IPV4_SRC));
+        e.origDst = formatIpv4(n.nfct_get_attr_u32(ct, ATTR.ORIG_IPV4_DST));
+        e.replySrc = formatIpv4(n.nfct_get_attr_u32(ct, ATTR.REPL_IPV4_SRC));
+        e.replyDst = formatIpv4(n.nfct_get_attr_u32(ct, ATTR.REPL_IPV4_DST));
+      } else {
+        e.origSrc = this.readIpv6(ct, ATTR.ORIG_IPV6_SRC);
+        e.origDst = this.readIpv6(ct, ATTR.ORIG_IPV6_DST);
+        e.replySrc = this.readIpv6(ct, ATTR.REPL_IPV6_SRC);
+        e.replyDst = this.readIpv6(ct, ATTR.REPL_IPV6_DST);
+      }
+      // Unset attributes (portless protocols) read as 0.
+      e.origSport = swap16(n.nfct_get_attr_u16(ct, ATTR.ORIG_PORT_SRC));
+      e.origDport = swap16(n.nfct_get_attr_u16(ct, ATTR.ORIG_PORT_DST));
+      e.replySport = swap16(n.nfct_get_attr_u16(ct, ATTR.REPL_PORT_SRC));
+      e.replyDport = swap16(n.nfct_get_attr_u16(ct, ATTR.REPL_PORT_DST));
+      e.mark = n.nfct_get_attr_u32(ct, ATTR.MARK);
+      e.zone = n.nfct_get_attr_u16(ct, ATTR.ZONE);
+      e.id = n.nfct_get_attr_u32(ct, ATTR.ID);
+      this.dumpCount++;
+      this.visit(e);
+      return NFCT_CB_CONTINUE;
+    } catch (err) {
+      // An exception must not unwind through C; stop the dump and rethrow after it.
+      this.dumpError = err;
+      return NFCT_CB_STOP;
+    }
+  }
+
+  /** Copies an IPv6 attribute while the library still owns the memory, and formats it. */
+  private readIpv6(ct: Deno.PointerValue, attr: number): string {
+    const p = this.libs.nfct.nfct_get_attr(ct, attr);
+    if (p === null) return "::";
+    Deno.UnsafePointerView.copyInto(p, this.addr6);
+    return formatIpv6(this.addr6);
+  }
+
+  /** Deletes entries by original tuple (+ id); see {@link ConntrackClient.delete}. */
+  delete(entries: readonly ConntrackEntry[]): DeleteResult {
+    this.assertOpen();
+    if (this.dumping) throw new Error("conntrack delete: called from inside a dump visitor");
+    const enc = this.encode(entries);
+    return this.exactDeletes ? this.deleteRaw(entries, enc) : this.deleteQuery(entries, enc);
+  }
+
+  /** Validates every entry and converts its addresses before anything is sent. */
+  private encode(entries: readonly ConntrackEntry[]): EncodedDeletes {
+    const v4 = new Uint32Array(entries.length * 2);
+    let v6: Uint8Array | undefined;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i];
+      let problem = entryProblem(e);
+      if (problem === undefined && e.family === 4) {
+        const s = parseIpv4(e.origSrc);
+        const d = parseIpv4(e.origDst);
+        if (s < 0) problem = `origSrc ${JSON.stringify(e.origSrc)} is not an IPv4 address`;
+        else if (d < 0) problem = `origDst ${JSON.stringify(e.origDst)} is not an IPv4 address`;
+        v4[2 * i] = s;
+        v4[2 * i + 1] = d;
+      } else if (problem === undefined) {
+        v6 ??= new Uint8Array(entries.length * 32);
+        if (!parseIpv6(e.origSrc, v6, 32 * i)) {
+          problem = `origSrc ${JSON.stringify(e.origSrc)} is not an IPv6 address`;
+        } else if (!parseIpv6(e.origDst, v6, 32 * i + 16)) {
+          problem = `origDst ${JSON.stringify(e.origDst)} is not an IPv6 address`;
+        }
+      }
+      if (problem !== undefined) {
+        throw new TypeError(`conntrack delete: entry ${i}: ${problem}; nothing was deleted`);
+      }
+    }
+    return { v4, v6 };
+  }
+
+  /** Loads entry `i` into the reusable nf_conntrack object of its family. */
+  private fill(e: ConntrackEntry, i: number, enc: EncodedDeletes): Deno.PointerValue {
+    const n = this.libs.nfct;
+    const ct = e.family === 4 ? this.ct4 : this.ct6;
+    if (e.family === 4) {
+      n.nfct_set_attr_u32(ct, ATTR.ORIG_IPV4_SRC, enc.v4[2 * i]);
+      n.nfct_set_attr_u32(ct, ATTR.ORIG_IPV4_DST, enc.v4[2 * i + 1]);
+    } else {
+      n.nfct_set_attr(ct, ATTR.ORIG_IPV6_SRC, enc.v6!.subarray(32 * i, 32 * i + 16));
+      n.nfct_set_attr(ct, ATTR.ORIG_IPV6_DST, enc.v6!.subarray(32 * i + 16, 32 * i + 32));
+    }
+    n.nfct_set_attr_u8(ct, ATTR.ORIG_L4PROTO, e.proto);
+    n.nfct_set_attr_u16(ct, ATTR.ORIG_PORT_SRC, swap16(e.origSport));
+    n.nfct_set_attr_u16(ct, ATTR.ORIG_PORT_DST, swap16(e.origDport));
+    n.nfct_set_attr_u16(ct, ATTR.ZONE, e.zone);
+    return ct;
+  }
+
+  /**
+   * Builds each request with nfct_nlmsg_build and appends CTA_ID (the kernel
+   * then refuses with ENOENT when the flow under that tuple has another id).
+   * Many requests go in one sendto; deletes ask for no ack, so the kernel only
+   * reports failures (matched by sequence number), and a final NOOP fence
+   * acks the batch: every delete without an error report before it succeeded.
+   */
+  private deleteRaw(entries: readonly ConntrackEntry[], enc: EncodedDeletes): DeleteResult {
+    const { nfct, mnl } = this.libs;
+    const result: DeleteResult = { deleted: 0, failed: [] };
+    const reported = new Uint8Array(DELETE_BATCH);
+    for (let start = 0; start < entries.length;) {
+      const firstSeq = this.seq;
+      let off = 0;
+      let k = 0;
+      while (start + k < entries.length && k < DELETE_BATCH && off + MAX_MSG <= TX_BUF) {
+        const e = entries[start + k];
+        const ct = this.fill(e, start + k, enc);
+        putDeleteHeader(this.txView, off, firstSeq + k, e.family === 4 ? AF_INET : AF_INET6);
+        if (nfct.nfct_nlmsg_build(Deno.UnsafePointer.offset(this.txPtr!, off), ct) < 0) {
+          throw new Error(
+            `conntrack delete: nfct_nlmsg_build failed for entry ${start + k}: ${
+              describeErrno(this.libs, lastErrno(this.libs))
+            }`,
+          );
+        }
+        const len = e.id !== 0
+          ? appendIdAttr(this.txView, off, e.id)
+          : this.txView.getUint32(off, LITTLE_ENDIAN);
+        off += nlAlign(len);
+        k++;
+      }
+      const fenceSeq = (firstSeq + k) >>> 0;
+      off += putFence(this.txView, off, fenceSeq);
+      this.seq = (fenceSeq + 1) >>> 0 || 1;
+      if (mnl.mnl_socket_sendto(this.mnlSocket, this.tx, BigInt(off)) < 0) {
+        throw new Error(
+          `conntrack delete: sending ${k} requests failed after ${result.deleted} deletes: ${
+            describeErrno(this.libs, lastErrno(this.libs))
+          }`,
+        );
+      }
+      reported.fill(0, 0, k);
+      let failures = 0;
+      let fenced = false;
+      const onAck = (seq: number, errno: number) => {
+        if (seq === fenceSeq) {
+          fenced = true;
+          return;
+        }
+        const j = (seq - firstSeq) >>> 0;
+        // Not ours (stale), a duplicate, or a success ack we did not ask for.
+        if (j >= k || reported[j] !== 0 || errno === 0) return;
+        reported[j] = 1;
+        failures++;
+        result.failed.push({ entry: entries[start + j], error: describeErrno(this.libs, errno) });
+      };
+      while (!fenced) {
+        const got = Number(mnl.mnl_socket_recvfrom(this.mnlSocket, this.rx, BigInt(RX_BUF)));
+        if (got < 0) {
+          const errno = lastErrno(this.libs);
+          if (errno === EINTR) continue;
+          // Timed out or replies dropped: what happened to the rest is unknown.
+          const why = errno === EAGAIN
+            ? "no reply from the kernel within 5 s"
+            : describeErrno(this.libs, errno);
+          for (let j = 0; j < k; j++) {
+            if (reported[j] === 0) {
+              result.failed.push({ entry: entries[start + j], error: `unknown outcome: ${why}` });
+            }
+          }
+          failures = k;
+          break;
+        }
+        parseAcks(this.rxView, got, onAck);
+      }
+      result.deleted += k - failures;
+      start += k;
+    }
+    return result;
+  }
+
+  /**
+   * Fallback without CTA_ID: one nfct_query(DESTROY) per entry on a second
+   * handle. Racy: a flow re-created with the same tuple since the dump is
+   * deleted too.
+   */
+  private deleteQuery(entries: readonly ConntrackEntry[], enc: EncodedDeletes): DeleteResult {
+    const n = this.libs.nfct;
+    if (this.queryHandle === null) {
+      this.queryHandle = n.nfct_open(CONNTRACK, 0);
+      if (this.queryHandle === null) {
+        throw new Error(
+          `conntrack delete: nfct_open failed: ${describeErrno(this.libs, lastErrno(this.libs))}`,
+        );
+      }
+    }
+    const result: DeleteResult = { deleted: 0, failed: [] };
+    for (let i = 0; i < entries.length; i++) {
+      const ct = this.fill(entries[i], i, enc);
+      const rc = n.nfct_query_ct(this.queryHandle, NFCT_Q_DESTROY, ct);
+      if (rc < 0) {
+        result.failed.push({
+          entry: entries[i],
+          error: describeErrno(this.libs, lastErrno(this.libs)),
+        });
+      } else {
+        result.deleted++;
+      }
+    }
+    return result;
+  }
+
+  /** Releases all native resources (idempotent). */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const { nfct, mnl } = this.libs;
+    if (this.dumpHandle !== null) nfct.nfct_close(this.dumpHandle);
+    if (this.queryHandle !== null) nfct.nfct_close(this.queryHandle);
+    if (this.mnlSocket !== null) mnl.mnl_socket_close(this.mnlSocket);
+    if (this.ct4 !== null && this.ct4 !== undefined) nfct.nfct_destroy(this.ct4);
+    if (this.ct6 !== null && this.ct6 !== undefined) nfct.nfct_destroy(this.ct6);
+    this.dumpHandle = null;
+    this.queryHandle = null;
+    this.mnlSocket = null;
+    this.callback?.close();
+  }
+}
+
+/**
+ * Opens a conntrack client for the network namespace of the calling thread.
+ *
+ * @throws LibraryNotFoundError when libnetfilter_conntrack or libmnl is missing.
+ */
+export function openConntrack(opts: OpenConntrackOptions = {}): ConntrackClient & {
+  readonly exactDeletes: boolean;
+} {
+  return new FfiConntrackClient(opts);
+}

@@ -1,0 +1,228 @@
+import assert from "node:assert/strict";
+import {
+  appendIdAttr,
+  CT_DELETE_TYPE,
+  CTA_ID,
+  entryProblem,
+  formatIpv4,
+  formatIpv6,
+  nlAlign,
+  parseAcks,
+  parseIpv4,
+  parseIpv6,
+  putDeleteHeader,
+  putFence,
+  swap16,
+} from "./client.ts";
+import { ATTR, loadConntrackLibs } from "./libconntrack.ts";
+import type { ConntrackEntry } from "./types.ts";
+
+const LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** The u32 a little- or big-endian host reads from the 4 bytes of `a.b.c.d`. */
+function netU32(a: number, b: number, c: number, d: number): number {
+  return new DataView(new Uint8Array([a, b, c, d]).buffer).getUint32(0, LE);
+}
+
+Deno.test("formatIpv4 reads a network-order u32", () => {
+  assert.equal(formatIpv4(netU32(198, 18, 0, 1)), "198.18.0.1");
+  assert.equal(formatIpv4(netU32(255, 255, 255, 255)), "255.255.255.255");
+  assert.equal(formatIpv4(0), "0.0.0.0");
+});
+
+Deno.test("parseIpv4 round-trips and rejects malformed text", () => {
+  for (const s of ["198.18.0.1", "198.19.255.254", "0.0.0.0", "255.255.255.255"]) {
+    const v = parseIpv4(s);
+    assert.ok(v >= 0, s);
+    assert.equal(formatIpv4(v), s);
+  }
+  assert.equal(parseIpv4("198.18.0.1"), netU32(198, 18, 0, 1));
+  for (
+    const bad of [
+      "",
+      "1.2.3",
+      "1.2.3.4.5",
+      "256.0.0.1",
+      "01.2.3.4",
+      "1..2.3",
+      "1.2.3.4 ",
+      "a.b.c.d",
+      "::1",
+    ]
+  ) {
+    assert.equal(parseIpv4(bad), -1, JSON.stringify(bad));
+  }
+});
+
+Deno.test("swap16 converts ports between host and network order", () => {
+  const net = new DataView(new Uint8Array([0x03, 0xe8]).buffer).getUint16(0, LE);
+  assert.equal(swap16(net), 1000);
+  assert.equal(swap16(swap16(53)), 53);
+  assert.equal(swap16(swap16(65535)), 65535);
+});
+
+function v6bytes(s: string): Uint8Array {
+  const out = new Uint8Array(16);
+  assert.ok(parseIpv6(s, out), s);
+  return out;
+}
+
+Deno.test("formatIpv6 produces RFC 5952 canonical text", () => {
+  const cases: [string, string][] = [
+    ["2001:0db8:0000:0000:0000:0000:0000:0001", "2001:db8::1"],
+    ["2001:db8:0:0:1:0:0:1", "2001:db8::1:0:0:1"], // first of equal runs
+    ["2001:db8:0:1:1:1:1:1", "2001:db8:0:1:1:1:1:1"], // a single zero group stays
+    ["::", "::"],
+    ["::1", "::1"],
+    ["1::", "1::"],
+    ["2001:DB8:A:B:C:D:E:F", "2001:db8:a:b:c:d:e:f"],
+    ["::ffff:198.18.0.1", "::ffff:198.18.0.1"],
+    ["2001:db8::198.18.0.1", "2001:db8::c612:1"],
+    ["2001:db8:1:0:0:2:0:0", "2001:db8:1::2:0:0"],
+  ];
+  for (const [input, want] of cases) assert.equal(formatIpv6(v6bytes(input)), want, input);
+});
+
+Deno.test("parseIpv6 writes bytes at an offset and rejects malformed text", () => {
+  const out = new Uint8Array(40);
+  assert.ok(parseIpv6("2001:db8::102", out, 20));
+  assert.deepEqual(
+    Array.from(out.subarray(20, 36)),
+    [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x02],
+  );
+  assert.equal(formatIpv6(out, 20), "2001:db8::102");
+  for (
+    const bad of [
+      "",
+      ":",
+      "1:2:3:4:5:6:7",
+      "1:2:3:4:5:6:7:8:9",
+      "1::2::3",
+      "12345::1",
+      "fe80::1%eth0",
+      "1:2:3:4:5:6:7::8",
+      "198.18.0.1",
+      "::1.2.3",
+      "g::1",
+    ]
+  ) {
+    assert.equal(parseIpv6(bad, new Uint8Array(16)), false, JSON.stringify(bad));
+  }
+});
+
+Deno.test("putDeleteHeader + appendIdAttr frame a ctnetlink delete with CTA_ID", () => {
+  const buf = new Uint8Array(64);
+  const dv = new DataView(buf.buffer);
+  putDeleteHeader(dv, 8, 0x01020304, 2);
+  assert.equal(dv.getUint32(8, LE), 20);
+  assert.equal(dv.getUint16(12, LE), CT_DELETE_TYPE);
+  assert.equal(dv.getUint16(14, LE), 1); // NLM_F_REQUEST: the kernel reports failures only
+  assert.equal(dv.getUint32(16, LE), 0x01020304);
+  assert.equal(buf[24], 2);
+  // Pretend an attribute of 6 bytes was appended: CTA_ID must land aligned.
+  dv.setUint32(8, 26, LE);
+  assert.equal(appendIdAttr(dv, 8, 0xdeadbeef), 36);
+  assert.equal(dv.getUint32(8, LE), 36);
+  assert.equal(dv.getUint16(8 + 28, LE), 8);
+  assert.equal(dv.getUint16(8 + 30, LE), CTA_ID);
+  assert.deepEqual(Array.from(buf.subarray(8 + 32, 8 + 36)), [0xde, 0xad, 0xbe, 0xef]);
+  assert.equal(nlAlign(26), 28);
+  putDeleteHeader(dv, 0, 5, 10, true);
+  assert.equal(dv.getUint16(6, LE), 1 | 4); // NLM_F_REQUEST | NLM_F_ACK
+  assert.equal(buf[16], 10);
+});
+
+Deno.test("putFence writes an acked NLMSG_NOOP", () => {
+  const dv = new DataView(new ArrayBuffer(32));
+  assert.equal(putFence(dv, 4, 99), 16);
+  assert.equal(dv.getUint32(4, LE), 16);
+  assert.equal(dv.getUint16(8, LE), 1); // NLMSG_NOOP
+  assert.equal(dv.getUint16(10, LE), 1 | 4);
+  assert.equal(dv.getUint32(12, LE), 99);
+});
+
+Deno.test("parseAcks reports each ack's sequence number and errno", () => {
+  const buf = new Uint8Array(36 * 3 + 20);
+  const dv = new DataView(buf.buffer);
+  const ack = (off: number, seq: number, err: number) => {
+    dv.setUint32(off, 36, LE);
+    dv.setUint16(off + 4, 2, LE); // NLMSG_ERROR
+    dv.setUint32(off + 8, seq, LE);
+    dv.setInt32(off + 16, err, LE);
+  };
+  ack(0, 7, 0);
+  ack(36, 8, -2);
+  // A non-ack message in between is skipped.
+  dv.setUint32(72, 20, LE);
+  dv.setUint16(76, 3, LE);
+  ack(92, 9, -1);
+  const seen: [number, number][] = [];
+  assert.equal(parseAcks(dv, buf.length, (s, e) => seen.push([s, e])), 3);
+  assert.deepEqual(seen, [[7, 0], [8, 2], [9, 1]]);
+  dv.setUint32(0, 400, LE);
+  assert.throws(() => parseAcks(dv, buf.length, () => {}), /malformed netlink reply/);
+});
+
+Deno.test("entryProblem names the bad field", () => {
+  const good: ConntrackEntry = {
+    family: 4,
+    proto: 17,
+    origSrc: "198.18.0.1",
+    origDst: "198.18.0.2",
+    origSport: 1000,
+    origDport: 53,
+    replySrc: "198.18.0.2",
+    replyDst: "198.18.0.1",
+    replySport: 53,
+    replyDport: 1000,
+    mark: 0,
+    zone: 0,
+    id: 0,
+  };
+  assert.equal(entryProblem(good), undefined);
+  assert.match(entryProblem({ ...good, family: 5 as 4 })!, /family must be 4 or 6/);
+  assert.match(entryProblem({ ...good, origDport: 70000 })!, /origDport/);
+  assert.match(entryProblem({ ...good, proto: 1.5 })!, /proto/);
+  assert.match(entryProblem({ ...good, id: -1 })!, /id must be a u32/);
+});
+
+// Pure user-space use of the library (no kernel access): the message
+// nfct_nlmsg_build produces for a tuple, and CTA_ID appended after it.
+Deno.test("nfct_nlmsg_build output plus CTA_ID is a well-formed delete request", () => {
+  const libs = loadConntrackLibs();
+  const n = libs.nfct;
+  const ct = n.nfct_new();
+  assert.ok(ct !== null);
+  try {
+    n.nfct_set_attr_u8(ct, ATTR.ORIG_L3PROTO, 2);
+    n.nfct_set_attr_u8(ct, ATTR.ORIG_L4PROTO, 17);
+    n.nfct_set_attr_u32(ct, ATTR.ORIG_IPV4_SRC, parseIpv4("198.18.0.1"));
+    n.nfct_set_attr_u32(ct, ATTR.ORIG_IPV4_DST, parseIpv4("198.18.0.2"));
+    n.nfct_set_attr_u16(ct, ATTR.ORIG_PORT_SRC, swap16(1000));
+    n.nfct_set_attr_u16(ct, ATTR.ORIG_PORT_DST, swap16(53));
+    n.nfct_set_attr_u16(ct, ATTR.ZONE, 0);
+    const buf = new Uint8Array(512);
+    const dv = new DataView(buf.buffer);
+    putDeleteHeader(dv, 0, 1, 2);
+    assert.equal(n.nfct_nlmsg_build(Deno.UnsafePointer.of(buf), ct), 0);
+    const len = appendIdAttr(dv, 0, 0x11223344);
+    // Walk the top-level attributes: they must tile the message exactly.
+    const types: number[] = [];
+    let off = 20;
+    while (off < len) {
+      const alen = dv.getUint16(off, LE);
+      assert.ok(alen >= 4 && off + alen <= len);
+      types.push(dv.getUint16(off + 2, LE) & 0x3fff); // strip NLA_F_NESTED
+      off += nlAlign(alen);
+    }
+    assert.equal(off, len);
+    // CTA_TUPLE_ORIG (1), CTA_ZONE (18), then our CTA_ID (12); 1.0.9 adds no id itself.
+    assert.deepEqual(types, [1, 18, CTA_ID]);
+    assert.equal(dv.getUint32(len - 4, false), 0x11223344);
+    // The tuple carries both addresses in network order.
+    const hex = Array.from(buf.subarray(0, len), (b) => b.toString(16).padStart(2, "0")).join("");
+    assert.ok(hex.includes("c6120001") && hex.includes("c6120002") && hex.includes("03e8"));
+  } finally {
+    n.nfct_destroy(ct);
+  }
+});

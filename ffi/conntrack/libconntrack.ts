@@ -1,0 +1,163 @@
+/**
+ * Raw bindings to libnetfilter_conntrack.so.3 (1.0.9), libmnl.so.0 and the
+ * few libc calls the conntrack client needs (errno, strerror, setsockopt).
+ * Enum values were measured on the target systems (see platform-notes).
+ *
+ * @module
+ */
+import { openLibrary } from "../libpath.ts";
+
+/** `nfct_open` subsystem id for conntrack entries. */
+export const CONNTRACK = 1;
+/** `nfct_callback_register` type: every message type. */
+export const NFCT_T_ALL = 7;
+/** `nfct_query` kind: delete one entry (data: an nf_conntrack object). */
+export const NFCT_Q_DESTROY = 2;
+/** `nfct_query` kind: dump the table (data: pointer to a u32 address family). */
+export const NFCT_Q_DUMP = 5;
+/** Callback return value: stop the dump. */
+export const NFCT_CB_STOP = 0;
+/** Callback return value: go on (and let the library free the object). */
+export const NFCT_CB_CONTINUE = 1;
+
+/** `enum nf_conntrack_attr` values used here. */
+export const ATTR = {
+  ORIG_IPV4_SRC: 0,
+  ORIG_IPV4_DST: 1,
+  REPL_IPV4_SRC: 2,
+  REPL_IPV4_DST: 3,
+  ORIG_IPV6_SRC: 4,
+  ORIG_IPV6_DST: 5,
+  REPL_IPV6_SRC: 6,
+  REPL_IPV6_DST: 7,
+  ORIG_PORT_SRC: 8,
+  ORIG_PORT_DST: 9,
+  REPL_PORT_SRC: 10,
+  REPL_PORT_DST: 11,
+  ORIG_L3PROTO: 15,
+  ORIG_L4PROTO: 17,
+  TIMEOUT: 24,
+  MARK: 25,
+  ID: 31,
+  STATUS: 32,
+  ZONE: 61,
+} as const;
+
+/** IPv4 address family number. */
+export const AF_INET = 2;
+/** IPv6 address family number. */
+export const AF_INET6 = 10;
+
+/** Netlink bus of nfnetlink, for `mnl_socket_open`. */
+export const NETLINK_NETFILTER = 12;
+
+const NFCT_SYMBOLS = {
+  nfct_open: { parameters: ["u8", "u32"], result: "pointer" },
+  nfct_close: { parameters: ["pointer"], result: "i32" },
+  nfct_callback_register: {
+    parameters: ["pointer", "i32", "function", "pointer"],
+    result: "i32",
+  },
+  nfct_query: { parameters: ["pointer", "i32", "buffer"], result: "i32" },
+  /** The same function for queries whose data is an nf_conntrack object. */
+  nfct_query_ct: { name: "nfct_query", parameters: ["pointer", "i32", "pointer"], result: "i32" },
+  nfct_new: { parameters: [], result: "pointer" },
+  nfct_destroy: { parameters: ["pointer"], result: "void" },
+  nfct_get_attr: { parameters: ["pointer", "i32"], result: "pointer" },
+  nfct_get_attr_u8: { parameters: ["pointer", "i32"], result: "u8" },
+  nfct_get_attr_u16: { parameters: ["pointer", "i32"], result: "u16" },
+  nfct_get_attr_u32: { parameters: ["pointer", "i32"], result: "u32" },
+  nfct_set_attr: { parameters: ["pointer", "i32", "buffer"], result: "void" },
+  nfct_set_attr_u8: { parameters: ["pointer", "i32", "u8"], result: "void" },
+  nfct_set_attr_u16: { parameters: ["pointer", "i32", "u16"], result: "void" },
+  nfct_set_attr_u32: { parameters: ["pointer", "i32", "u32"], result: "void" },
+  nfct_nlmsg_build: { parameters: ["pointer", "pointer"], result: "i32" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+const MNL_SYMBOLS = {
+  mnl_socket_open: { parameters: ["i32"], result: "pointer" },
+  mnl_socket_bind: { parameters: ["pointer", "u32", "i32"], result: "i32" },
+  mnl_socket_get_fd: { parameters: ["pointer"], result: "i32" },
+  mnl_socket_get_portid: { parameters: ["pointer"], result: "u32" },
+  mnl_socket_setsockopt: {
+    parameters: ["pointer", "i32", "buffer", "u32"],
+    result: "i32",
+  },
+  mnl_socket_sendto: { parameters: ["pointer", "buffer", "usize"], result: "isize" },
+  mnl_socket_recvfrom: { parameters: ["pointer", "buffer", "usize"], result: "isize" },
+  mnl_socket_close: { parameters: ["pointer"], result: "i32" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+const LIBC_SYMBOLS = {
+  __errno_location: { parameters: [], result: "pointer" },
+  strerror: { parameters: ["i32"], result: "pointer" },
+  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The three opened libraries. */
+export interface ConntrackLibs {
+  nfct: Deno.DynamicLibrary<typeof NFCT_SYMBOLS>["symbols"];
+  mnl: Deno.DynamicLibrary<typeof MNL_SYMBOLS>["symbols"];
+  libc: Deno.DynamicLibrary<typeof LIBC_SYMBOLS>["symbols"];
+}
+
+let cached: ConntrackLibs | undefined;
+
+/**
+ * Opens (once per process) libnetfilter_conntrack, libmnl and libc.
+ *
+ * @throws LibraryNotFoundError naming the package to install.
+ */
+export function loadConntrackLibs(): ConntrackLibs {
+  if (cached !== undefined) return cached;
+  const nfct = openLibrary("libnetfilter_conntrack.so.3", NFCT_SYMBOLS).symbols;
+  const mnl = openLibrary(
+    "libmnl.so.0",
+    MNL_SYMBOLS,
+    "Debian/Ubuntu: libmnl0; Fedora/RHEL: libmnl",
+  ).symbols;
+  const libc = openLibrary("libc.so.6", LIBC_SYMBOLS, "the C library (glibc)").symbols;
+  cached = { nfct, mnl, libc };
+  return cached;
+}
+
+/** Reads the calling thread's errno. Call it right after the failing FFI call. */
+export function lastErrno(libs: ConntrackLibs): number {
+  const p = libs.libc.__errno_location();
+  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
+}
+
+/** Symbolic names of the errno values netlink and conntrack produce. */
+const ERRNO_NAMES: Readonly<Record<number, string>> = {
+  1: "EPERM",
+  2: "ENOENT",
+  4: "EINTR",
+  5: "EIO",
+  9: "EBADF",
+  11: "EAGAIN",
+  12: "ENOMEM",
+  13: "EACCES",
+  16: "EBUSY",
+  17: "EEXIST",
+  22: "EINVAL",
+  28: "ENOSPC",
+  61: "ENODATA",
+  90: "EMSGSIZE",
+  93: "EPROTONOSUPPORT",
+  95: "EOPNOTSUPP",
+  97: "EAFNOSUPPORT",
+  105: "ENOBUFS",
+  110: "ETIMEDOUT",
+};
+
+/** Name of an errno value (`ENOENT`), or `errno N` when unknown. */
+export function errnoName(errno: number): string {
+  return ERRNO_NAMES[errno] ?? `errno ${errno}`;
+}
+
+/** `ENOENT (No such file or directory)`: name plus libc's description. */
+export function describeErrno(libs: ConntrackLibs, errno: number): string {
+  const p = libs.libc.strerror(errno);
+  const text = p === null ? "" : new Deno.UnsafePointerView(p).getCString();
+  return text === "" ? errnoName(errno) : `${errnoName(errno)} (${text})`;
+}
