@@ -1,0 +1,180 @@
+/**
+ * Conntrack sysctls as kube-proxy sets them at start-up: the table size
+ * (scaled by CPU count) with its hash size, TCP/UDP timeouts and TCP
+ * liberal mode. Zero (or false) leaves a setting alone. A read-only
+ * /proc/sys or /sys (containers) is logged once and is not fatal.
+ *
+ * @module
+ */
+
+/** The conntrack part of the proxy configuration. */
+export interface ConntrackSysctlConfig {
+  /** Table entries per CPU; 0 leaves nf_conntrack_max alone. */
+  maxPerCore: number;
+  /** Floor for maxPerCore x CPUs. */
+  min: number;
+  /** nf_conntrack_tcp_timeout_established in seconds; 0 leaves it alone. */
+  tcpEstablishedTimeoutSeconds: number;
+  /** nf_conntrack_tcp_timeout_close_wait in seconds; 0 leaves it alone. */
+  tcpCloseWaitTimeoutSeconds: number;
+  /** Sets nf_conntrack_tcp_be_liberal to 1 when true; false leaves it alone. */
+  tcpBeLiberal: boolean;
+  /** nf_conntrack_udp_timeout in seconds; 0 leaves it alone. */
+  udpTimeoutSeconds: number;
+  /** nf_conntrack_udp_timeout_stream in seconds; 0 leaves it alone. */
+  udpStreamTimeoutSeconds: number;
+}
+
+/** Where and how to apply. */
+export interface SysctlOptions {
+  /** Root of the sysctl tree. Default /proc/sys. */
+  procSys?: string;
+  /** Root of the module parameters. Default /sys/module. */
+  sysModule?: string;
+  /** CPU count. Default navigator.hardwareConcurrency. */
+  cpus?: number;
+  /** Receives one line per change and the read-only notice. */
+  log?: (msg: string) => void;
+  /** File access; defaults to Deno's. Tests inject failures (EROFS) through it. */
+  io?: SysctlIo;
+}
+
+/** The file operations used, so tests can simulate a read-only tree. */
+export interface SysctlIo {
+  readTextFileSync(path: string): string;
+  writeTextFileSync(path: string, text: string): void;
+}
+
+/** One value written. */
+export interface SysctlChange {
+  path: string;
+  from: number;
+  to: number;
+}
+
+/** What {@link applyConntrackSysctls} did. */
+export interface SysctlResult {
+  changed: SysctlChange[];
+  /** Paths left unchanged because their tree is read-only or not writable by us. */
+  notWritable: string[];
+}
+
+/** The table size kube-proxy wants: max(maxPerCore x cpus, min), or 0 to leave it alone. */
+export function conntrackMax(
+  cfg: Pick<ConntrackSysctlConfig, "maxPerCore" | "min">,
+  cpus: number,
+): number {
+  if (cfg.maxPerCore <= 0) return 0;
+  return Math.max(cfg.maxPerCore * cpus, cfg.min);
+}
+
+function validate(cfg: ConntrackSysctlConfig, cpus: number): void {
+  const ints: [string, number][] = [
+    ["conntrack.maxPerCore", cfg.maxPerCore],
+    ["conntrack.min", cfg.min],
+    ["conntrack.tcpEstablishedTimeout", cfg.tcpEstablishedTimeoutSeconds],
+    ["conntrack.tcpCloseWaitTimeout", cfg.tcpCloseWaitTimeoutSeconds],
+    ["conntrack.udpTimeout", cfg.udpTimeoutSeconds],
+    ["conntrack.udpStreamTimeout", cfg.udpStreamTimeoutSeconds],
+  ];
+  for (const [name, v] of ints) {
+    if (!Number.isSafeInteger(v) || v < 0) {
+      throw new Error(`${name} must be a non-negative whole number, got ${v}`);
+    }
+  }
+  if (!Number.isSafeInteger(cpus) || cpus < 1) {
+    throw new Error(`CPU count must be >= 1, got ${cpus}`);
+  }
+}
+
+/** Errors meaning "this tree cannot be written here", as opposed to a real fault. */
+function isNotWritable(err: unknown): boolean {
+  if (err instanceof Deno.errors.PermissionDenied || err instanceof Deno.errors.NotCapable) {
+    return true;
+  }
+  const code = (err as { code?: string }).code;
+  return code === "EROFS" || code === "EACCES" || code === "EPERM";
+}
+
+function readInt(io: SysctlIo, path: string): number {
+  let text: string;
+  try {
+    text = io.readTextFileSync(path);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      throw new Error(`cannot read ${path}: not found (is the nf_conntrack module loaded?)`);
+    }
+    throw new Error(`cannot read ${path}: ${(err as Error).message}`);
+  }
+  const n = Number(text.trim());
+  if (!Number.isSafeInteger(n)) {
+    throw new Error(`${path} holds ${JSON.stringify(text)}, not a number`);
+  }
+  return n;
+}
+
+/**
+ * Applies the conntrack sysctls. Values already equal are not rewritten;
+ * the hash size is only ever raised (to nf_conntrack_max / 4), as upstream.
+ * Throws on a missing file or malformed config; a read-only tree is logged
+ * once and the remaining writes under it are skipped.
+ */
+export function applyConntrackSysctls(
+  cfg: ConntrackSysctlConfig,
+  opts: SysctlOptions = {},
+): SysctlResult {
+  const procSys = opts.procSys ?? "/proc/sys";
+  const sysModule = opts.sysModule ?? "/sys/module";
+  const cpus = opts.cpus ?? navigator.hardwareConcurrency;
+  const io: SysctlIo = opts.io ?? Deno;
+  validate(cfg, cpus);
+  const result: SysctlResult = { changed: [], notWritable: [] };
+  const readOnlyRoots = new Set<string>();
+
+  // Writes `value` unless it is already there (or, with onlyRaise, already larger).
+  const set = (root: string, rel: string, value: number, onlyRaise = false): void => {
+    const path = `${root}/${rel}`;
+    const from = readInt(io, path);
+    if (onlyRaise ? from >= value : from === value) return;
+    if (readOnlyRoots.has(root)) {
+      result.notWritable.push(path);
+      return;
+    }
+    try {
+      io.writeTextFileSync(path, `${value}\n`);
+    } catch (err) {
+      if (!isNotWritable(err)) {
+        throw new Error(`cannot write ${value} to ${path}: ${(err as Error).message}`);
+      }
+      readOnlyRoots.add(root);
+      result.notWritable.push(path);
+      opts.log?.(
+        `conntrack: ${root} is not writable here (${(err as Error).message}); ` +
+          `leaving conntrack settings as they are, problems may arise later`,
+      );
+      return;
+    }
+    result.changed.push({ path, from, to: value });
+    opts.log?.(`conntrack: set ${path} ${from} -> ${value}`);
+  };
+
+  const max = conntrackMax(cfg, cpus);
+  if (max > 0) {
+    set(procSys, "net/netfilter/nf_conntrack_max", max);
+    // The kernel only takes hashsize from the initial netns, so only touch it when too small.
+    set(sysModule, "nf_conntrack/parameters/hashsize", Math.floor(max / 4), true);
+  }
+  const nf = "net/netfilter/nf_conntrack_";
+  if (cfg.tcpEstablishedTimeoutSeconds > 0) {
+    set(procSys, `${nf}tcp_timeout_established`, cfg.tcpEstablishedTimeoutSeconds);
+  }
+  if (cfg.tcpCloseWaitTimeoutSeconds > 0) {
+    set(procSys, `${nf}tcp_timeout_close_wait`, cfg.tcpCloseWaitTimeoutSeconds);
+  }
+  if (cfg.tcpBeLiberal) set(procSys, `${nf}tcp_be_liberal`, 1);
+  if (cfg.udpTimeoutSeconds > 0) set(procSys, `${nf}udp_timeout`, cfg.udpTimeoutSeconds);
+  if (cfg.udpStreamTimeoutSeconds > 0) {
+    set(procSys, `${nf}udp_timeout_stream`, cfg.udpStreamTimeoutSeconds);
+  }
+  return result;
+}

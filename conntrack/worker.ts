@@ -1,0 +1,188 @@
+/**
+ * Runs the conntrack reconcile on a Worker thread. Dump callbacks are
+ * synchronous, so on the main thread a million-entry table would block the
+ * event loop (health checks, metrics, informers) for seconds. The Worker
+ * opens its own conntrack client (its own dlopen and netlink sockets) per
+ * request, gets the frontend index posted in, and posts counts back.
+ *
+ * This module is both sides: imported normally it exports
+ * {@link ReconcileWorker}; started as a Worker with {@link WORKER_NAME} it
+ * serves requests.
+ *
+ * @module
+ */
+
+import type { ConntrackClient, IpFamily } from "../ffi/conntrack/types.ts";
+import type { ProxyState } from "../proxier/model.ts";
+import {
+  buildFrontendIndex,
+  type FrontendIndex,
+  type ReconcileOptions,
+  type ReconcileResult,
+  reconcileWithIndex,
+} from "./reconciler.ts";
+
+/** Name given to the Worker; the module serves requests only under it. */
+export const WORKER_NAME = "knp-conntrack-reconciler";
+
+/**
+ * How the Worker obtains its client: `module`'s export `factory`, called with
+ * `args` (structured-cloneable). The factory must return a ConntrackClient.
+ */
+export interface WorkerClientSpec {
+  module: string;
+  factory: string;
+  args: unknown[];
+}
+
+/** The real FFI client: `openConntrack()` from ffi/conntrack/client.ts. */
+export const FFI_CLIENT: WorkerClientSpec = {
+  module: new URL("../ffi/conntrack/client.ts", import.meta.url).href,
+  factory: "openConntrack",
+  args: [],
+};
+
+interface Request {
+  id: number;
+  index: FrontendIndex;
+  chunkSize?: number;
+  client: WorkerClientSpec;
+}
+
+type Reply =
+  | { id: number; kind: "log"; msg: string }
+  | { id: number; kind: "done"; result: ReconcileResult }
+  | { id: number; kind: "error"; error: string };
+
+/** Options of {@link ReconcileWorker}. */
+export interface ReconcileWorkerOptions {
+  /** Client the Worker opens. Default {@link FFI_CLIENT}. */
+  client?: WorkerClientSpec;
+}
+
+/**
+ * A long-lived Worker that reconciles on request. Requests run one at a
+ * time, in order. Call {@link ReconcileWorker.close} when done.
+ */
+export class ReconcileWorker {
+  private worker: Worker | undefined;
+  private nextId = 1;
+  private queue: Promise<unknown> = Promise.resolve();
+  private pending = new Map<
+    number,
+    { resolve: (r: ReconcileResult) => void; reject: (e: Error) => void; log?: (m: string) => void }
+  >();
+  private readonly client: WorkerClientSpec;
+  private closed = false;
+
+  /** Prepares a worker; the thread starts on the first request. */
+  constructor(opts: ReconcileWorkerOptions = {}) {
+    this.client = opts.client ?? FFI_CLIENT;
+  }
+
+  /**
+   * Reconciles one family off the main thread. The index is built here (it
+   * validates the state and throws on bad input before anything is posted).
+   */
+  reconcile(
+    family: IpFamily,
+    state: ProxyState,
+    opts: ReconcileOptions = {},
+  ): Promise<ReconcileResult> {
+    if (state.family !== family) {
+      return Promise.reject(
+        new Error(`reconcile: state is for IPv${state.family} but IPv${family} was asked for`),
+      );
+    }
+    let index: FrontendIndex;
+    try {
+      index = buildFrontendIndex(state, opts);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const run = this.queue.then(() => this.send(index, opts));
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  /** Stops the thread for good; pending and queued requests fail. */
+  close(): void {
+    this.closed = true;
+    this.worker?.terminate();
+    this.worker = undefined;
+    this.failAll(new Error("conntrack reconcile worker closed"));
+  }
+
+  private send(index: FrontendIndex, opts: ReconcileOptions): Promise<ReconcileResult> {
+    if (this.closed) return Promise.reject(new Error("conntrack reconcile worker closed"));
+    const worker = this.start();
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, log: opts.log });
+      const req: Request = { id, index, chunkSize: opts.chunkSize, client: this.client };
+      worker.postMessage(req);
+    });
+  }
+
+  private start(): Worker {
+    if (this.worker !== undefined) return this.worker;
+    const w = new Worker(import.meta.url, { type: "module", name: WORKER_NAME });
+    w.onmessage = (ev: MessageEvent<Reply>) => {
+      const r = ev.data;
+      const p = this.pending.get(r.id);
+      if (p === undefined) return;
+      if (r.kind === "log") {
+        p.log?.(r.msg);
+        return;
+      }
+      this.pending.delete(r.id);
+      if (r.kind === "done") p.resolve(r.result);
+      else p.reject(new Error(`conntrack reconcile worker: ${r.error}`));
+    };
+    w.onerror = (ev: ErrorEvent) => {
+      ev.preventDefault();
+      // The thread is unusable after an uncaught error: start a fresh one next time.
+      this.worker?.terminate();
+      this.worker = undefined;
+      this.failAll(new Error(`conntrack reconcile worker crashed: ${ev.message}`));
+    };
+    this.worker = w;
+    return w;
+  }
+
+  private failAll(err: Error): void {
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+  }
+}
+
+/** Worker side: open the client, reconcile, close, reply. */
+async function serve(req: Request, post: (r: Reply) => void): Promise<void> {
+  let client: ConntrackClient | undefined;
+  try {
+    const mod = await import(req.client.module) as Record<string, unknown>;
+    const factory = mod[req.client.factory];
+    if (typeof factory !== "function") {
+      throw new Error(`${req.client.module} has no function export ${req.client.factory}`);
+    }
+    client = factory(...req.client.args) as ConntrackClient;
+    const result = reconcileWithIndex(client, req.index, {
+      chunkSize: req.chunkSize,
+      log: (msg) => post({ id: req.id, kind: "log", msg }),
+    });
+    post({ id: req.id, kind: "done", result });
+  } catch (err) {
+    post({ id: req.id, kind: "error", error: err instanceof Error ? err.message : String(err) });
+  } finally {
+    client?.close();
+  }
+}
+
+const scope = globalThis as unknown as {
+  name?: string;
+  onmessage: ((ev: MessageEvent<Request>) => void) | null;
+  postMessage(msg: Reply): void;
+};
+if (scope.name === WORKER_NAME && typeof scope.postMessage === "function") {
+  scope.onmessage = (ev) => void serve(ev.data, (r) => scope.postMessage(r));
+}

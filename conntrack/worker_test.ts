@@ -1,0 +1,133 @@
+import assert from "node:assert/strict";
+import type { FakeEntryInput } from "../ffi/conntrack/fake.ts";
+import type { ProxyState, ServicePortInfo } from "../proxier/model.ts";
+import { reconcile } from "./reconciler.ts";
+import { ReconcileWorker, type WorkerClientSpec } from "./worker.ts";
+import { FakeConntrack } from "../ffi/conntrack/fake.ts";
+
+const FAKE = new URL("../ffi/conntrack/fake.ts", import.meta.url).href;
+
+const DNS: ServicePortInfo = {
+  id: "ns/dns:",
+  namespace: "ns",
+  name: "dns",
+  portName: "",
+  protocol: "UDP",
+  family: 4,
+  clusterIP: "198.19.0.10",
+  port: 53,
+  nodePort: 30053,
+  externalIPs: [],
+  loadBalancerIPs: [],
+  loadBalancerSourceRanges: [],
+  stickyMaxAgeSeconds: 0,
+  externalPolicyLocal: false,
+  internalPolicyLocal: false,
+  healthCheckNodePort: 0,
+};
+
+const STATE: ProxyState = {
+  family: 4,
+  services: new Map([[DNS.id, DNS]]),
+  endpoints: new Map([[DNS.id, [{
+    ip: "198.18.1.1",
+    port: 53,
+    ready: true,
+    serving: true,
+    terminating: false,
+    isLocal: true,
+  }]]]),
+  node: { name: "n", labels: {}, ips: ["198.18.100.1"], podCIDRs: [] },
+  serviceCIDRs: ["198.19.0.0/16"],
+};
+
+function entries(n: number): FakeEntryInput[] {
+  return Array.from({ length: n }, (_, i) => ({
+    origSrc: `198.18.${200 + (i >> 16)}.${(i >> 8) & 255}`,
+    origSport: 1024 + (i & 255),
+    origDst: i % 3 === 2 ? "198.18.100.1" : "198.19.0.10",
+    origDport: i % 3 === 2 ? 30053 : 53,
+    replySrc: i % 2 === 0 ? "198.18.9.9" : "198.18.1.1",
+  }));
+}
+
+function fake(list: FakeEntryInput[], opts: { interruptAfter?: number } = {}): WorkerClientSpec {
+  return { module: FAKE, factory: "openFakeConntrack", args: [list, opts] };
+}
+
+Deno.test("worker reconcile gives the same result as the in-thread path", async () => {
+  const list = entries(3000);
+  const local = reconcile(new FakeConntrack(list), 4, STATE);
+  const w = new ReconcileWorker({ client: fake(list) });
+  try {
+    const remote = await w.reconcile(4, STATE);
+    assert.equal(remote.scanned, 3000);
+    assert.equal(remote.deleted, local.deleted);
+    assert.equal(remote.deleted, 1500);
+    assert.deepEqual(remote.byReason, local.byReason);
+    // The thread is reused; requests queue.
+    const [a, b] = await Promise.all([w.reconcile(4, STATE), w.reconcile(4, STATE)]);
+    assert.equal(a.deleted + b.deleted, 3000);
+  } finally {
+    w.close();
+  }
+});
+
+Deno.test("worker forwards logs and reports interrupted dumps", async () => {
+  const w = new ReconcileWorker({ client: fake(entries(10), { interruptAfter: 4 }) });
+  const logs: string[] = [];
+  try {
+    const r = await w.reconcile(4, STATE, { log: (m) => logs.push(m) });
+    assert.equal(r.interrupted, true);
+    assert.equal(r.scanned, 4);
+    assert.match(logs.join("\n"), /interrupted after 4 entries/);
+  } finally {
+    w.close();
+  }
+});
+
+Deno.test("worker surfaces client errors and bad input", async () => {
+  const w = new ReconcileWorker({ client: { module: FAKE, factory: "nope", args: [] } });
+  try {
+    await assert.rejects(w.reconcile(4, STATE), /fake\.ts has no function export nope/);
+    await assert.rejects(
+      w.reconcile(4, { ...STATE, serviceCIDRs: ["bad"] }),
+      /ServiceCIDR "bad" is not a CIDR/,
+    );
+    await assert.rejects(w.reconcile(6, STATE), /state is for IPv4 but IPv6/);
+  } finally {
+    w.close();
+  }
+});
+
+Deno.test("worker keeps the main event loop responsive during a large reconcile", async () => {
+  const list = entries(150_000);
+  const w = new ReconcileWorker({ client: fake(list) });
+  try {
+    let ticks = 0, maxGap = 0, last = performance.now();
+    const timer = setInterval(() => {
+      const now = performance.now();
+      maxGap = Math.max(maxGap, now - last);
+      last = now;
+      ticks++;
+    }, 10);
+    const r = await w.reconcile(4, STATE);
+    clearInterval(timer);
+    assert.equal(r.scanned, 150_000);
+    assert.ok(ticks > 0, "timers must fire while the worker runs");
+    // Structured-cloning the fixture blocks briefly; the dump itself must not.
+    assert.ok(maxGap < 1000, `main thread stalled ${maxGap.toFixed(0)} ms`);
+  } finally {
+    w.close();
+  }
+});
+
+Deno.test("worker close fails queued requests and does not restart", async () => {
+  const w = new ReconcileWorker({ client: fake(entries(10)) });
+  const first = w.reconcile(4, STATE);
+  const queued = w.reconcile(4, STATE);
+  w.close();
+  await assert.rejects(first, /worker closed/);
+  await assert.rejects(queued, /worker closed/);
+  await assert.rejects(w.reconcile(4, STATE), /worker closed/);
+});
