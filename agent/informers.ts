@@ -1,0 +1,472 @@
+/**
+ * Supervised informers for the objects the proxy watches.
+ *
+ * client-node's informer (ListWatch) stops for good on an HTTP 500 or a failed list, and a
+ * watch the server closes can die silently (platform notes). {@link WatchSupervisor} wraps one
+ * ListWatch and:
+ * - restarts it with capped exponential backoff (1 s .. 30 s by default) after an error;
+ * - asks for BOOKMARK events and runs a watchdog: no event or bookmark for `watchdogMs` ->
+ *   restart;
+ * - on a restart (a fresh list), delivers only the difference against what it delivered
+ *   before (adds, updates with the old object, deletes), so consumers stay exactly current;
+ * - reports `synced` and per-resource health (for /healthz).
+ * Objects are delivered as plain API JSON (list results are normalised to match watch events).
+ * @module
+ */
+import {
+  CoreV1Api,
+  DiscoveryV1Api,
+  type KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  ListWatch,
+  NetworkingV1Api,
+  Watch,
+} from "@kubernetes/client-node";
+import type { Logger } from "./log.ts";
+
+/** Callbacks of a supervised informer. */
+export interface InformerHandlers<T> {
+  /** A new object. */
+  onAdd(obj: T): void;
+  /** A changed object (resourceVersion differs), with the previously delivered version. */
+  onUpdate(oldObj: T, newObj: T): void;
+  /** A removed object (its last known state). */
+  onDelete(obj: T): void;
+  /** The first complete list has been delivered (called once). */
+  onSynced?(): void;
+}
+
+/**
+ * Lists the resource (one page, all items) with the given selectors. `resourceVersion` "0" lets
+ * the API server answer from its watch cache (as client-go's first list does); a re-list asks
+ * for data not older than what was already seen.
+ */
+export type ListFn<T> = (opts: {
+  labelSelector?: string;
+  fieldSelector?: string;
+  resourceVersion?: string;
+  resourceVersionMatch?: string;
+}) => Promise<KubernetesListObject<T & KubernetesObject>>;
+
+/** Options of {@link WatchSupervisor}. */
+export interface WatchSupervisorOptions<T> {
+  /** Resource name used in logs and health ("services"). */
+  name: string;
+  /** Client configuration. */
+  kc: KubeConfig;
+  /** Watch path, e.g. "/api/v1/services". */
+  path: string;
+  /** List call. */
+  list: ListFn<T>;
+  /** Label selector for list and watch. */
+  labelSelector?: string;
+  /** Field selector for list and watch. */
+  fieldSelector?: string;
+  /** Event callbacks. */
+  handlers: InformerHandlers<T>;
+  /** Health reports: false while the list/watch is failing, true once it works again. */
+  onHealth?: (name: string, ok: boolean) => void;
+  /** Logger. */
+  log?: Logger;
+  /** First restart delay; default 1000 ms. */
+  initialBackoffMs?: number;
+  /** Cap of the restart delay; default 30000 ms. */
+  maxBackoffMs?: number;
+  /** Restart when no event or bookmark arrived for this long; default 300000 ms. */
+  watchdogMs?: number;
+  /** A 404 on list means the API does not exist: log once, report synced and empty, stop. */
+  optional?: boolean;
+}
+
+type Obj = KubernetesObject;
+
+function keyOf(o: Obj): string {
+  return `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}`;
+}
+
+function statusOf(err: unknown): number | undefined {
+  const e = err as { code?: unknown; statusCode?: unknown } | undefined;
+  if (typeof e?.statusCode === "number") return e.statusCode;
+  if (typeof e?.code === "number") return e.code;
+  return undefined;
+}
+
+function errText(err: unknown): string {
+  const code = statusOf(err);
+  const msg = err instanceof Error ? err.message.split("\n")[0] : String(err);
+  return code ? `HTTP ${code}: ${msg}` : msg;
+}
+
+/** One informer with restart, watchdog and diff-on-relist. */
+export class WatchSupervisor<T> {
+  readonly #o: WatchSupervisorOptions<T>;
+  readonly #initialBackoff: number;
+  readonly #maxBackoff: number;
+  readonly #watchdogMs: number;
+  readonly #delivered = new Map<string, T>();
+  #gen = 0;
+  #lw?: ListWatch<Obj>;
+  #seen?: Set<string>;
+  #lastActivity = 0;
+  #failures = 0;
+  #needReset = false;
+  #restartTimer?: ReturnType<typeof setTimeout>;
+  #watchdog?: ReturnType<typeof setInterval>;
+  #stopped = true;
+  #synced = false;
+  #healthy = false;
+  #watching = false;
+  #restarts = 0;
+  /** Newest resourceVersion seen (list or event); "" forces a quorum read from etcd. */
+  #lastRv = "0";
+
+  /** Creates the supervisor; call {@link start}. */
+  constructor(opts: WatchSupervisorOptions<T>) {
+    this.#o = opts;
+    this.#initialBackoff = opts.initialBackoffMs ?? 1000;
+    this.#maxBackoff = opts.maxBackoffMs ?? 30_000;
+    this.#watchdogMs = opts.watchdogMs ?? 300_000;
+  }
+
+  /** Resource name. */
+  get name(): string {
+    return this.#o.name;
+  }
+
+  /** True once the first full list was delivered. */
+  get synced(): boolean {
+    return this.#synced;
+  }
+
+  /** True while the list/watch works. */
+  get healthy(): boolean {
+    return this.#healthy;
+  }
+
+  /** How many times the informer was restarted (errors and watchdog). */
+  get restarts(): number {
+    return this.#restarts;
+  }
+
+  /** The objects delivered so far (current view), keyed "namespace/name". */
+  snapshot(): Map<string, T> {
+    return new Map(this.#delivered);
+  }
+
+  /** Starts listing and watching. */
+  start(): void {
+    if (!this.#stopped) return;
+    this.#stopped = false;
+    this.#watchdog = setInterval(
+      () => this.#checkWatchdog(),
+      Math.max(10, Math.min(this.#watchdogMs / 4, 5000)),
+    );
+    this.#launch();
+  }
+
+  /** Stops for good. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#gen++;
+    clearTimeout(this.#restartTimer);
+    clearInterval(this.#watchdog);
+    const lw = this.#lw;
+    this.#lw = undefined;
+    if (lw) await lw.stop();
+  }
+
+  #launch(): void {
+    const gen = ++this.#gen;
+    this.#watching = false;
+    const o = this.#o;
+    const watch = new Watch(o.kc);
+    const realWatch = watch.watch.bind(watch);
+    // Every (re)connect of the watch passes here: the list before it is complete.
+    watch.watch = (path, params, cb, done) => {
+      if (gen === this.#gen) this.#watchStarted();
+      return realWatch(
+        path,
+        { ...params, allowWatchBookmarks: true },
+        (phase, obj, raw) => {
+          if (gen === this.#gen) {
+            this.#activity();
+            const rv = (obj as Obj | undefined)?.metadata?.resourceVersion;
+            if (rv && phase !== "ERROR") this.#lastRv = rv;
+          }
+          cb(phase, obj, raw);
+        },
+        done,
+      );
+    };
+    const list = async () => {
+      if (gen === this.#gen) this.#seen = new Set();
+      const rv = this.#lastRv;
+      const res = await o.list({
+        labelSelector: o.labelSelector,
+        fieldSelector: o.fieldSelector,
+        ...(rv === "" ? {} : { resourceVersion: rv }),
+        ...(rv === "" || rv === "0" ? {} : { resourceVersionMatch: "NotOlderThan" }),
+      });
+      if (gen === this.#gen && res.metadata?.resourceVersion) {
+        this.#lastRv = res.metadata.resourceVersion;
+      }
+      // Typed client objects (Date fields) -> the same plain JSON watch events carry.
+      return JSON.parse(JSON.stringify(res)) as KubernetesListObject<Obj>;
+    };
+    const lw = new ListWatch<Obj>(
+      o.path,
+      watch,
+      list,
+      false,
+      o.labelSelector,
+      o.fieldSelector,
+    );
+    lw.on("add", (obj) => gen === this.#gen && this.#onAddOrUpdate(obj));
+    lw.on("update", (obj) => gen === this.#gen && this.#onAddOrUpdate(obj));
+    lw.on("delete", (obj) => gen === this.#gen && this.#onDelete(obj));
+    lw.on("error", (err) => gen === this.#gen && this.#onError(err));
+    this.#lw = lw;
+    this.#lastActivity = Date.now();
+    lw.start().catch((err) => gen === this.#gen && this.#onError(err));
+  }
+
+  #onAddOrUpdate(obj: Obj): void {
+    const key = keyOf(obj);
+    this.#seen?.add(key);
+    const t = obj as unknown as T;
+    const old = this.#delivered.get(key) as Obj | undefined;
+    if (!old) {
+      this.#delivered.set(key, t);
+      this.#o.handlers.onAdd(t);
+    } else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) {
+      this.#delivered.set(key, t);
+      this.#o.handlers.onUpdate(old as unknown as T, t);
+    }
+  }
+
+  #onDelete(obj: Obj): void {
+    const key = keyOf(obj);
+    if (!this.#delivered.has(key)) return;
+    this.#delivered.delete(key);
+    this.#o.handlers.onDelete(obj as unknown as T);
+  }
+
+  #watchStarted(): void {
+    const seen = this.#seen;
+    this.#seen = undefined;
+    if (seen) {
+      // A fresh list just finished: whatever we delivered and it lacks is gone.
+      for (const [key, obj] of [...this.#delivered]) {
+        if (!seen.has(key)) {
+          this.#delivered.delete(key);
+          this.#o.handlers.onDelete(obj);
+        }
+      }
+      if (!this.#synced) {
+        this.#synced = true;
+        this.#o.log?.info("Informer synced", { resource: this.#o.name, objects: seen.size }, 2);
+        this.#o.handlers.onSynced?.();
+      }
+      this.#needReset = true;
+    }
+    this.#watching = true;
+    this.#lastActivity = Date.now();
+    this.#setHealthy(true);
+  }
+
+  #activity(): void {
+    this.#lastActivity = Date.now();
+    // The watch delivers: the restart cycle is over, so the next failure starts at 1 s again.
+    if (this.#needReset) {
+      this.#needReset = false;
+      this.#failures = 0;
+    }
+  }
+
+  #setHealthy(ok: boolean): void {
+    if (this.#healthy === ok) return;
+    this.#healthy = ok;
+    this.#o.onHealth?.(this.#o.name, ok);
+  }
+
+  #onError(err: unknown): void {
+    if (this.#stopped) return;
+    const code = statusOf(err);
+    if (code === 404 && this.#o.optional && !this.#synced) {
+      this.#o.log?.info("API resource not served; continuing without it", {
+        resource: this.#o.name,
+        path: this.#o.path,
+      });
+      this.#synced = true;
+      this.#setHealthy(true);
+      this.#o.handlers.onSynced?.();
+      void this.stop();
+      return;
+    }
+    // 410 on a list: the version we asked for is compacted away; read the latest instead.
+    if (code === 410) this.#lastRv = "";
+    this.#restart(`list/watch failed: ${errText(err)}`);
+  }
+
+  #checkWatchdog(): void {
+    if (this.#stopped || !this.#watching) return;
+    const idle = Date.now() - this.#lastActivity;
+    if (idle >= this.#watchdogMs) {
+      this.#restart(`no watch event or bookmark for ${Math.round(idle / 1000)}s`);
+    }
+  }
+
+  #restart(reason: string): void {
+    if (this.#stopped) return;
+    const old = this.#lw;
+    this.#lw = undefined;
+    this.#gen++; // silences callbacks of the old informer, including stop()'s AbortError
+    this.#watching = false;
+    if (old) void old.stop().catch(() => {});
+    this.#setHealthy(false);
+    const delay = Math.min(this.#maxBackoff, this.#initialBackoff * 2 ** this.#failures);
+    this.#failures++;
+    this.#restarts++;
+    this.#o.log?.warn("Restarting informer", { resource: this.#o.name, reason, delayMs: delay });
+    clearTimeout(this.#restartTimer);
+    this.#restartTimer = setTimeout(() => {
+      if (!this.#stopped) this.#launch();
+    }, delay);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The proxy's informers
+
+/** Label selector of kube-proxy's EndpointSlice informer. */
+export const ENDPOINTSLICE_SELECTOR =
+  "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
+
+/** Label selector of kube-proxy's Service informer (skip services owned by another proxy). */
+export const SERVICE_SELECTOR = "!service.kubernetes.io/service-proxy-name";
+
+/** Handlers for every resource, all optional. */
+export interface ProxyInformerHandlers {
+  /** core/v1 Services. */
+  services?: InformerHandlers<unknown>;
+  /** discovery.k8s.io/v1 EndpointSlices. */
+  endpointSlices?: InformerHandlers<unknown>;
+  /** This node (core/v1 Node). */
+  node?: InformerHandlers<unknown>;
+  /** networking.k8s.io/v1 ServiceCIDRs. */
+  serviceCIDRs?: InformerHandlers<unknown>;
+}
+
+/** Options of {@link startProxyInformers}. */
+export interface ProxyInformerOptions {
+  /** Client configuration. */
+  kc: KubeConfig;
+  /** This node's name (field selector of the Node informer). */
+  nodeName: string;
+  /** Callbacks per resource; resources without handlers are not watched. */
+  handlers: ProxyInformerHandlers;
+  /** Watch health reports (e.g. ProxierHealthServer.setWatchHealthy). */
+  onHealth?: (resource: string, ok: boolean) => void;
+  /** Logger. */
+  log?: Logger;
+  /** Supervisor timings (tests shorten them). */
+  timing?: Pick<
+    WatchSupervisorOptions<unknown>,
+    "initialBackoffMs" | "maxBackoffMs" | "watchdogMs"
+  >;
+}
+
+/** The running informers. */
+export interface ProxyInformers {
+  /** One supervisor per watched resource. */
+  supervisors: WatchSupervisor<unknown>[];
+  /** True when every informer has delivered its first list. */
+  synced(): boolean;
+  /** Resolves when synced, rejects after `timeoutMs`. */
+  waitForSync(timeoutMs?: number): Promise<void>;
+  /** Stops everything. */
+  stop(): Promise<void>;
+}
+
+/** Starts the Service, EndpointSlice, Node and ServiceCIDR informers. */
+export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers {
+  const core = opts.kc.makeApiClient(CoreV1Api);
+  const discovery = opts.kc.makeApiClient(DiscoveryV1Api);
+  const networking = opts.kc.makeApiClient(NetworkingV1Api);
+  const common = {
+    kc: opts.kc,
+    onHealth: opts.onHealth,
+    log: opts.log,
+    ...opts.timing,
+  };
+  const sups: WatchSupervisor<unknown>[] = [];
+  const h = opts.handlers;
+  if (h.services) {
+    sups.push(
+      new WatchSupervisor({
+        ...common,
+        name: "services",
+        path: "/api/v1/services",
+        labelSelector: SERVICE_SELECTOR,
+        list: (s) => core.listServiceForAllNamespaces(s),
+        handlers: h.services,
+      }),
+    );
+  }
+  if (h.endpointSlices) {
+    sups.push(
+      new WatchSupervisor({
+        ...common,
+        name: "endpointslices",
+        path: "/apis/discovery.k8s.io/v1/endpointslices",
+        labelSelector: ENDPOINTSLICE_SELECTOR,
+        list: (s) => discovery.listEndpointSliceForAllNamespaces(s),
+        handlers: h.endpointSlices,
+      }),
+    );
+  }
+  if (h.node) {
+    sups.push(
+      new WatchSupervisor({
+        ...common,
+        name: "node",
+        path: "/api/v1/nodes",
+        fieldSelector: `metadata.name=${opts.nodeName}`,
+        list: (s) => core.listNode(s),
+        handlers: h.node,
+      }),
+    );
+  }
+  if (h.serviceCIDRs) {
+    sups.push(
+      new WatchSupervisor({
+        ...common,
+        name: "servicecidrs",
+        path: "/apis/networking.k8s.io/v1/servicecidrs",
+        list: (s) => networking.listServiceCIDR(s),
+        handlers: h.serviceCIDRs,
+        optional: true,
+      }),
+    );
+  }
+  for (const s of sups) s.start();
+  const synced = () => sups.every((s) => s.synced);
+  return {
+    supervisors: sups,
+    synced,
+    async waitForSync(timeoutMs = 60_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!synced()) {
+        if (Date.now() > deadline) {
+          const missing = sups.filter((s) => !s.synced).map((s) => s.name);
+          throw new Error(`informers not synced after ${timeoutMs} ms: ${missing.join(", ")}`);
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    },
+    async stop() {
+      await Promise.all(sups.map((s) => s.stop()));
+    },
+  };
+}

@@ -1,0 +1,280 @@
+import assert from "node:assert/strict";
+import { KubeConfig } from "@kubernetes/client-node";
+import { FakeApiServer, type KObject } from "../tests/fakeapi/server.ts";
+import { type InformerHandlers, startProxyInformers, WatchSupervisor } from "./informers.ts";
+import { CoreV1Api } from "@kubernetes/client-node";
+import { Logger } from "./log.ts";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(cond: () => boolean, what: string, timeoutMs = 8000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+function svc(name: string, labels: Record<string, string> = {}): KObject {
+  return {
+    kind: "Service",
+    metadata: { name, namespace: "ns1", labels },
+    spec: { clusterIP: "198.18.0.1" },
+  };
+}
+
+type Ev = string;
+function recorder() {
+  const events: Ev[] = [];
+  let synced = 0;
+  const name = (o: unknown) => (o as KObject).metadata?.name;
+  const rv = (o: unknown) => (o as KObject).metadata?.resourceVersion;
+  const handlers: InformerHandlers<unknown> = {
+    onAdd: (o) => events.push(`add ${name(o)}`),
+    onUpdate: (a, b) => events.push(`update ${name(b)} ${rv(a)}->${rv(b)}`),
+    onDelete: (o) => events.push(`delete ${name(o)}`),
+    onSynced: () => synced++,
+  };
+  return { events, handlers, synced: () => synced };
+}
+
+function quietLog() {
+  const lines: string[] = [];
+  return {
+    lines,
+    log: new Logger({
+      verbosity: 4,
+      sink: { out: (l) => lines.push(l), err: (l) => lines.push(l) },
+    }),
+  };
+}
+
+function setup(opts: { bookmarkIntervalMs?: number; serviceCIDRs?: boolean } = {}) {
+  const api = FakeApiServer.start({ bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 50, ...opts });
+  const kc = new KubeConfig();
+  kc.loadFromString(api.kubeconfigYaml());
+  return { api, kc };
+}
+
+function serviceSupervisor(kc: KubeConfig, handlers: InformerHandlers<unknown>, extra = {}) {
+  const core = kc.makeApiClient(CoreV1Api);
+  const health: Array<[string, boolean]> = [];
+  const { log, lines } = quietLog();
+  const sup = new WatchSupervisor<unknown>({
+    name: "services",
+    kc,
+    path: "/api/v1/services",
+    list: (s) => core.listServiceForAllNamespaces(s),
+    handlers,
+    onHealth: (n, ok) => health.push([n, ok]),
+    log,
+    initialBackoffMs: 50,
+    maxBackoffMs: 200,
+    watchdogMs: 400,
+    ...extra,
+  });
+  return { sup, health, lines };
+}
+
+Deno.test("supervisor delivers adds, updates with the old object, deletes; synced once", async () => {
+  const { api, kc } = setup();
+  const r = recorder();
+  const { sup, health } = serviceSupervisor(kc, r.handlers);
+  try {
+    api.apply(svc("a"));
+    sup.start();
+    await until(() => sup.synced, "synced");
+    assert.equal(sup.healthy, true);
+    assert.deepEqual(health, [["services", true]]);
+    api.apply(svc("b"));
+    api.apply(svc("a", { v: "2" }));
+    api.remove("Service", "ns1", "b");
+    await until(() => r.events.length === 4, "events");
+    assert.deepEqual(r.events, ["add a", "add b", "update a 1->3", "delete b"]);
+    assert.equal(r.synced(), 1);
+    // Bookmarks were requested.
+    assert.ok(api.requests.some((q) => q.includes("allowWatchBookmarks=true")));
+    assert.deepEqual([...sup.snapshot().keys()], ["ns1/a"]);
+  } finally {
+    await sup.stop();
+    await api.close();
+  }
+});
+
+Deno.test("HTTP 500 on the watch: restart with backoff, deliver only the difference", async () => {
+  const { api, kc } = setup();
+  const r = recorder();
+  const { sup, health, lines } = serviceSupervisor(kc, r.handlers);
+  try {
+    api.apply(svc("keep"));
+    api.apply(svc("change"));
+    api.apply(svc("gone"));
+    sup.start();
+    await until(() => sup.synced && api.openWatches === 1, "synced");
+    r.events.length = 0;
+    // The next watch request fails with 500, which stops a bare client-node informer for good.
+    api.failNext(1, 500, (p) => p.includes("watch=true"));
+    api.dropWatches();
+    api.apply(svc("change", { v: "2" }));
+    api.remove("Service", "ns1", "gone");
+    api.apply(svc("new"));
+    await until(() => r.events.length === 3, "diff events");
+    assert.deepEqual(r.events.sort(), ["add new", "delete gone", "update change 2->4"]);
+    assert.ok(sup.restarts >= 1);
+    assert.equal(r.synced(), 1);
+    assert.ok(lines.some((l) => l.includes("Restarting informer") && l.includes("500")));
+    await until(() => sup.healthy, "healthy again");
+    assert.deepEqual(health.map(([, ok]) => ok), [true, false, true]);
+    // First list from the watch cache (RV 0), the re-list not older than what was seen.
+    const lists = api.requests.filter((q) =>
+      q.startsWith("/api/v1/services?") && !q.includes("watch=")
+    );
+    assert.match(lists[0], /resourceVersion=0/);
+    assert.doesNotMatch(lists[0], /resourceVersionMatch/);
+    assert.match(lists.at(-1)!, /resourceVersion=3&resourceVersionMatch=NotOlderThan/);
+    // Still live after the restart.
+    api.apply(svc("later"));
+    await until(() => r.events.includes("add later"), "live event");
+  } finally {
+    await sup.stop();
+    await api.close();
+  }
+});
+
+Deno.test("failed lists at start-up are retried with capped backoff", async () => {
+  const { api, kc } = setup();
+  const r = recorder();
+  const { sup, health } = serviceSupervisor(kc, r.handlers);
+  try {
+    api.apply(svc("a"));
+    api.failNext(4, 500, (p) => p.startsWith("/api/v1/services") && !p.includes("watch="));
+    const t0 = Date.now();
+    sup.start();
+    await until(() => sup.synced, "synced");
+    const took = Date.now() - t0;
+    // 50 + 100 + 200 + 200 (capped) ms of backoff.
+    assert.ok(took >= 500, `took ${took} ms`);
+    assert.ok(took < 3000, `took ${took} ms`);
+    assert.equal(sup.restarts, 4);
+    assert.deepEqual(r.events, ["add a"]);
+    assert.deepEqual(health, [["services", true]]); // it was never healthy before
+  } finally {
+    await sup.stop();
+    await api.close();
+  }
+});
+
+Deno.test("a silently dead watch (API server down and up) is found by the watchdog", async () => {
+  const { api, kc } = setup();
+  const r = recorder();
+  const { sup, lines } = serviceSupervisor(kc, r.handlers);
+  try {
+    api.apply(svc("a"));
+    sup.start();
+    await until(() => sup.synced && api.openWatches === 1, "synced");
+    await api.down(); // cuts the watch mid-stream; client-node notices nothing
+    api.apply(svc("b"));
+    api.remove("Service", "ns1", "a");
+    api.up();
+    await until(() => r.events.length === 3, "events after restart");
+    assert.deepEqual(r.events, ["add a", "add b", "delete a"]);
+    assert.ok(lines.some((l) => l.includes("no watch event or bookmark")), lines.join("\n"));
+  } finally {
+    await sup.stop();
+    await api.close();
+  }
+});
+
+Deno.test("410 after compaction: client-node re-lists, no duplicate deliveries", async () => {
+  const { api, kc } = setup({ bookmarkIntervalMs: 10_000 });
+  const r = recorder();
+  const { sup } = serviceSupervisor(kc, r.handlers, { watchdogMs: 60_000 });
+  try {
+    api.apply(svc("a"));
+    api.apply(svc("b"));
+    sup.start();
+    await until(() => sup.synced && api.openWatches === 1, "synced");
+    api.dropWatches();
+    api.apply(svc("c"));
+    api.remove("Service", "ns1", "a");
+    api.compact();
+    await until(() => r.events.length === 4, "events");
+    assert.deepEqual(r.events.slice(2).sort(), ["add c", "delete a"]);
+    assert.equal(sup.restarts, 0); // handled by the informer's own 410 path
+  } finally {
+    await sup.stop();
+    await api.close();
+  }
+});
+
+Deno.test("proxy informers: selectors, own node only, ServiceCIDR 404 tolerated", async () => {
+  const { api, kc } = setup({ serviceCIDRs: false });
+  const svcs = recorder();
+  const slices = recorder();
+  const node = recorder();
+  const cidrs = recorder();
+  const { log, lines } = quietLog();
+  api.apply(svc("plain"));
+  api.apply(svc("other-proxy", { "service.kubernetes.io/service-proxy-name": "x" }));
+  const slice = (name: string, labels: Record<string, string>) =>
+    api.apply({
+      kind: "EndpointSlice",
+      metadata: { name, namespace: "ns1", labels },
+      endpoints: [],
+    });
+  slice("s1", { "kubernetes.io/service-name": "plain" });
+  slice("s2", { "service.kubernetes.io/headless": "" });
+  slice("s3", { "service.kubernetes.io/service-proxy-name": "x" });
+  api.apply({ kind: "Node", metadata: { name: "me" } });
+  api.apply({ kind: "Node", metadata: { name: "someone-else" } });
+  const inf = startProxyInformers({
+    kc,
+    nodeName: "me",
+    handlers: {
+      services: svcs.handlers,
+      endpointSlices: slices.handlers,
+      node: node.handlers,
+      serviceCIDRs: cidrs.handlers,
+    },
+    log,
+    timing: { initialBackoffMs: 50, maxBackoffMs: 200, watchdogMs: 2000 },
+  });
+  try {
+    await inf.waitForSync(5000);
+    assert.equal(inf.synced(), true);
+    assert.deepEqual(svcs.events, ["add plain"]);
+    assert.deepEqual(slices.events, ["add s1"]);
+    assert.deepEqual(node.events, ["add me"]);
+    assert.deepEqual(cidrs.events, []);
+    assert.equal(cidrs.synced(), 1);
+    assert.ok(lines.some((l) => l.includes("API resource not served")));
+    api.apply({ kind: "Node", metadata: { name: "someone-else", labels: { x: "1" } } });
+    api.apply({ kind: "Node", metadata: { name: "me", labels: { x: "1" } } });
+    await until(() => node.events.length === 2, "node update");
+    assert.match(node.events[1], /^update me /);
+    const sup = inf.supervisors.find((s) => s.name === "servicecidrs")!;
+    assert.equal(sup.restarts, 0);
+  } finally {
+    await inf.stop();
+    await api.close();
+  }
+});
+
+Deno.test("waitForSync times out naming the missing informers", async () => {
+  const { api, kc } = setup();
+  api.failNext(1000, 500, (p) => p.startsWith("/api/v1/nodes"));
+  const { log } = quietLog();
+  const inf = startProxyInformers({
+    kc,
+    nodeName: "me",
+    handlers: { node: recorder().handlers },
+    log,
+    timing: { initialBackoffMs: 20, maxBackoffMs: 50, watchdogMs: 2000 },
+  });
+  try {
+    await assert.rejects(inf.waitForSync(300), /not synced after 300 ms: node/);
+  } finally {
+    await inf.stop();
+    await api.close();
+  }
+});

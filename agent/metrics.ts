@@ -1,0 +1,197 @@
+/**
+ * kube-proxy's Prometheus metrics (names, help, types, labels and buckets as in upstream
+ * pkg/proxy/metrics for the nftables mode), on a private prom-client Registry.
+ * @module
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { splitHostPort } from "./flags.ts";
+
+/** IP family label value, as upstream spells it (v1.IPFamily). */
+export type IPFamilyLabel = "IPv4" | "IPv6";
+
+/** `count` buckets starting at `start`, each `factor` times the previous one. */
+export function exponentialBuckets(start: number, factor: number, count: number): number[] {
+  if (start <= 0 || factor <= 1 || count < 1) {
+    throw new RangeError(`exponentialBuckets: need start > 0, factor > 1, count >= 1`);
+  }
+  const out: number[] = [];
+  for (let i = 0, v = start; i < count; i++, v *= factor) out.push(v);
+  return out;
+}
+
+/** `count` buckets starting at `start`, `width` apart. */
+export function linearBuckets(start: number, width: number, count: number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < count; i++) out.push(start + i * width);
+  return out;
+}
+
+/** Sync latency buckets: 1 ms .. ~16 s. */
+export const SYNC_BUCKETS: readonly number[] = exponentialBuckets(0.001, 2, 15);
+
+/** Network programming latency buckets: 0, 0.25 s, 0.5 s, 1..59 s, 60..115 s, 2..5 min. */
+export const NETWORK_PROGRAMMING_BUCKETS: readonly number[] = [
+  0,
+  ...linearBuckets(0.25, 0.25, 2),
+  ...linearBuckets(1, 1, 59),
+  ...linearBuckets(60, 5, 12),
+  ...linearBuckets(120, 30, 7),
+];
+
+/** Typed handles to every kube-proxy metric. */
+export interface ProxyMetrics {
+  /** The registry that holds them (serve it with {@link metricsHandler}). */
+  registry: Registry;
+  /** kubeproxy_sync_proxy_rules_duration_seconds{ip_family}. */
+  syncProxyRulesLatency: Histogram<"ip_family">;
+  /** kubeproxy_sync_full_proxy_rules_duration_seconds{ip_family}. */
+  syncFullProxyRulesLatency: Histogram<"ip_family">;
+  /** kubeproxy_sync_partial_proxy_rules_duration_seconds{ip_family}. */
+  syncPartialProxyRulesLatency: Histogram<"ip_family">;
+  /** kubeproxy_network_programming_duration_seconds{ip_family}. */
+  networkProgrammingLatency: Histogram<"ip_family">;
+  /** kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family}. */
+  syncProxyRulesLastTimestamp: Gauge<"ip_family">;
+  /** kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family}. */
+  syncProxyRulesLastQueuedTimestamp: Gauge<"ip_family">;
+  /** kubeproxy_sync_proxy_rules_endpoint_changes_pending. */
+  endpointChangesPending: Gauge;
+  /** kubeproxy_sync_proxy_rules_endpoint_changes_total. */
+  endpointChangesTotal: Counter;
+  /** kubeproxy_sync_proxy_rules_service_changes_pending. */
+  serviceChangesPending: Gauge;
+  /** kubeproxy_sync_proxy_rules_service_changes_total. */
+  serviceChangesTotal: Counter;
+  /** kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family,traffic_policy} (a gauge). */
+  noLocalEndpointsTotal: Gauge<"ip_family" | "traffic_policy">;
+  /** kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family}. */
+  nftablesSyncFailuresTotal: Counter<"ip_family">;
+  /** kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total{ip_family}. */
+  nftablesCleanupFailuresTotal: Counter<"ip_family">;
+  /** kubeproxy_conntrack_reconciler_sync_duration_seconds{ip_family}. */
+  conntrackReconcilerSyncDuration: Histogram<"ip_family">;
+  /** kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family}. */
+  conntrackReconcilerDeletedEntriesTotal: Counter<"ip_family">;
+  /** kubeproxy_proxy_healthz_total{code}. */
+  proxyHealthzTotal: Counter<"code">;
+  /** kubeproxy_proxy_livez_total{code}. */
+  proxyLivezTotal: Counter<"code">;
+}
+
+/** Creates a fresh registry holding every kube-proxy metric and returns typed handles. */
+export function createMetrics(): ProxyMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  const fam = ["ip_family"] as const;
+  const hist = (name: string, help: string, buckets: readonly number[]) =>
+    new Histogram({ name, help, labelNames: fam, buckets: [...buckets], registers });
+  const famCounter = (name: string, help: string) =>
+    new Counter({ name, help, labelNames: fam, registers });
+  const famGauge = (name: string, help: string) =>
+    new Gauge({ name, help, labelNames: fam, registers });
+  return {
+    registry,
+    syncProxyRulesLatency: hist(
+      "kubeproxy_sync_proxy_rules_duration_seconds",
+      "SyncProxyRules latency in seconds",
+      SYNC_BUCKETS,
+    ),
+    syncFullProxyRulesLatency: hist(
+      "kubeproxy_sync_full_proxy_rules_duration_seconds",
+      "SyncProxyRules latency in seconds for full resyncs",
+      SYNC_BUCKETS,
+    ),
+    syncPartialProxyRulesLatency: hist(
+      "kubeproxy_sync_partial_proxy_rules_duration_seconds",
+      "SyncProxyRules latency in seconds for partial resyncs",
+      SYNC_BUCKETS,
+    ),
+    networkProgrammingLatency: hist(
+      "kubeproxy_network_programming_duration_seconds",
+      "In Cluster Network Programming Latency in seconds",
+      NETWORK_PROGRAMMING_BUCKETS,
+    ),
+    syncProxyRulesLastTimestamp: famGauge(
+      "kubeproxy_sync_proxy_rules_last_timestamp_seconds",
+      "The last time proxy rules were successfully synced",
+    ),
+    syncProxyRulesLastQueuedTimestamp: famGauge(
+      "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
+      "The last time a sync of proxy rules was queued",
+    ),
+    endpointChangesPending: new Gauge({
+      name: "kubeproxy_sync_proxy_rules_endpoint_changes_pending",
+      help: "Pending proxy rules Endpoint changes",
+      registers,
+    }),
+    endpointChangesTotal: new Counter({
+      name: "kubeproxy_sync_proxy_rules_endpoint_changes_total",
+      help: "Cumulative proxy rules Endpoint changes",
+      registers,
+    }),
+    serviceChangesPending: new Gauge({
+      name: "kubeproxy_sync_proxy_rules_service_changes_pending",
+      help: "Pending proxy rules Service changes",
+      registers,
+    }),
+    serviceChangesTotal: new Counter({
+      name: "kubeproxy_sync_proxy_rules_service_changes_total",
+      help: "Cumulative proxy rules Service changes",
+      registers,
+    }),
+    noLocalEndpointsTotal: new Gauge({
+      name: "kubeproxy_sync_proxy_rules_no_local_endpoints_total",
+      help: "Number of services with a Local traffic policy and no endpoints",
+      labelNames: ["ip_family", "traffic_policy"] as const,
+      registers,
+    }),
+    nftablesSyncFailuresTotal: famCounter(
+      "kubeproxy_sync_proxy_rules_nftables_sync_failures_total",
+      "Cumulative proxy nftables sync failures",
+    ),
+    nftablesCleanupFailuresTotal: famCounter(
+      "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total",
+      "Cumulative proxy nftables cleanup failures",
+    ),
+    conntrackReconcilerSyncDuration: hist(
+      "kubeproxy_conntrack_reconciler_sync_duration_seconds",
+      "ReconcileConntrackFlowsLatency latency in seconds",
+      SYNC_BUCKETS,
+    ),
+    conntrackReconcilerDeletedEntriesTotal: famCounter(
+      "kubeproxy_conntrack_reconciler_deleted_entries_total",
+      "Cumulative conntrack flows deleted by conntrack reconciler",
+    ),
+    proxyHealthzTotal: new Counter({
+      name: "kubeproxy_proxy_healthz_total",
+      help: "Cumulative proxy healthz HTTP status",
+      labelNames: ["code"] as const,
+      registers,
+    }),
+    proxyLivezTotal: new Counter({
+      name: "kubeproxy_proxy_livez_total",
+      help: "Cumulative proxy livez HTTP status",
+      labelNames: ["code"] as const,
+      registers,
+    }),
+  };
+}
+
+/** Serves `GET /metrics` in the Prometheus text format; 404 for other paths, 405 for other methods. */
+export async function metricsHandler(req: Request, registry: Registry): Promise<Response> {
+  const url = new URL(req.url);
+  if (url.pathname !== "/metrics") return new Response("not found\n", { status: 404 });
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    return new Response("method not allowed\n", { status: 405, headers: { allow: "GET, HEAD" } });
+  }
+  const body = await registry.metrics();
+  return new Response(req.method === "HEAD" ? null : body, {
+    headers: { "content-type": registry.contentType },
+  });
+}
+
+/** Serves {@link metricsHandler} on "host:port" (port 0 picks a free one); stop with shutdown(). */
+export function serveMetrics(addr: string, registry: Registry): Deno.HttpServer<Deno.NetAddr> {
+  const { hostname, port } = splitHostPort(addr);
+  return Deno.serve({ hostname, port, onListen: () => {} }, (req) => metricsHandler(req, registry));
+}
