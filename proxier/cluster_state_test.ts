@@ -1,0 +1,698 @@
+import assert from "node:assert/strict";
+import type { Endpoint, EndpointSlice, V1Node, V1Service } from "./k8s_types.ts";
+import type { V1Node as ClientV1Node, V1ServiceCIDR } from "@kubernetes/client-node";
+import { ClusterState, type ClusterStateOptions } from "./cluster_state.ts";
+
+function captureLog() {
+  const lines: { level: string; msg: string; fields?: Record<string, unknown> }[] = [];
+  const log = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => {
+    lines.push({ level, msg, fields });
+  };
+  return { lines, log };
+}
+
+function newState(opts: Partial<ClusterStateOptions> = {}) {
+  const c = captureLog();
+  return { cs: new ClusterState({ nodeName: "me", log: c.log, ...opts }), lines: c.lines };
+}
+
+function svc(
+  name: string,
+  opts: {
+    protocol?: string;
+    ips?: string[];
+    ports?: { name: string; port: number; protocol?: string }[];
+  } = {},
+): V1Service {
+  const ips = opts.ips ?? ["198.18.100.1"];
+  return {
+    metadata: { namespace: "ns", name },
+    spec: {
+      type: "ClusterIP",
+      clusterIP: ips[0],
+      clusterIPs: ips,
+      ports: (opts.ports ?? [{ name: "p", port: 53 }]).map((p) => ({
+        protocol: opts.protocol ?? "UDP",
+        ...p,
+      })),
+    },
+  };
+}
+
+const ep = (ip: string, extra: Partial<Endpoint> = {}): Endpoint => ({ addresses: [ip], ...extra });
+
+function slice(
+  name: string,
+  service: string,
+  endpoints: Endpoint[],
+  opts: { protocol?: string; port?: number; portName?: string; addressType?: string } = {},
+): EndpointSlice {
+  return {
+    metadata: { namespace: "ns", name, labels: { "kubernetes.io/service-name": service } },
+    addressType: opts.addressType ?? "IPv4",
+    endpoints,
+    ports: [{
+      name: opts.portName ?? "p",
+      protocol: opts.protocol ?? "UDP",
+      port: opts.port ?? 5353,
+    }],
+  };
+}
+
+function node(labels: Record<string, string>, extra: Partial<V1Node> = {}): V1Node {
+  return {
+    metadata: { name: "me", labels },
+    spec: { podCIDRs: ["198.18.64.0/24", "2001:db8:64::/64"] },
+    status: {
+      addresses: [
+        { type: "Hostname", address: "me" },
+        { type: "ExternalIP", address: "198.18.8.8" },
+        { type: "InternalIP", address: "198.18.0.10" },
+        { type: "InternalIP", address: "198.18.0.11" },
+        { type: "InternalIP", address: "2001:db8::10" },
+      ],
+    },
+    ...extra,
+  };
+}
+
+const ids = (s: Set<string>) => [...s].sort();
+
+Deno.test("apply: joins services and endpoints per family (dual-stack)", () => {
+  const { cs } = newState();
+  cs.updateService(null, svc("a", { ips: ["198.18.100.1", "2001:db8::100:1"] }));
+  cs.updateEndpointSlice(null, slice("a-4", "a", [ep("198.18.1.1", { nodeName: "me" })]));
+  cs.updateEndpointSlice(null, slice("a-6", "a", [ep("2001:db8::1:1")], { addressType: "IPv6" }));
+  assert.equal(cs.pendingServiceChanges, 1);
+  assert.equal(cs.pendingEndpointChanges, 2);
+  assert.ok(cs.hasPendingChanges());
+  const r = cs.apply();
+  assert.ok(!cs.hasPendingChanges());
+  assert.equal(cs.pendingServiceChanges + cs.pendingEndpointChanges, 0);
+  for (const f of [4, 6] as const) {
+    const st = r.families[f].state;
+    assert.equal(st.family, f);
+    assert.deepEqual([...st.services.keys()], ["ns/a:p"]);
+    assert.deepEqual(ids(r.families[f].changed), ["ns/a:p"]);
+    assert.deepEqual(ids(r.families[f].deleted), []);
+  }
+  assert.equal(r.families[4].state.services.get("ns/a:p")!.clusterIP, "198.18.100.1");
+  assert.equal(r.families[6].state.services.get("ns/a:p")!.clusterIP, "2001:db8::100:1");
+  assert.deepEqual(
+    r.families[4].state.endpoints.get("ns/a:p")!.map((e) => [e.ip, e.port, e.isLocal]),
+    [
+      ["198.18.1.1", 5353, true],
+    ],
+  );
+  assert.deepEqual(r.families[6].state.endpoints.get("ns/a:p")!.map((e) => e.ip), [
+    "2001:db8::1:1",
+  ]);
+});
+
+Deno.test("apply: slice port with another protocol or name does not match the service port", () => {
+  const { cs } = newState();
+  cs.updateService(null, svc("a", { protocol: "TCP" }));
+  cs.updateEndpointSlice(null, slice("a-1", "a", [ep("198.18.1.1")], { protocol: "UDP" }));
+  cs.updateEndpointSlice(
+    null,
+    slice("a-2", "a", [ep("198.18.1.2")], { protocol: "TCP", portName: "q" }),
+  );
+  const r = cs.apply();
+  assert.equal(r.families[4].state.services.size, 1);
+  assert.equal(r.families[4].state.endpoints.has("ns/a:p"), false);
+  // Fixing the protocol makes the endpoints appear for that id.
+  cs.updateEndpointSlice(null, slice("a-1", "a", [ep("198.18.1.1")], { protocol: "TCP" }));
+  const r2 = cs.apply();
+  assert.deepEqual(ids(r2.families[4].changed), ["ns/a:p"]);
+  assert.deepEqual(r2.families[4].state.endpoints.get("ns/a:p")!.map((e) => e.ip), ["198.18.1.1"]);
+});
+
+Deno.test("apply: endpoints that arrive before their service are joined when it arrives", () => {
+  const { cs } = newState();
+  cs.updateEndpointSlice(null, slice("a-1", "a", [ep("198.18.1.1")]));
+  let r = cs.apply();
+  assert.equal(r.families[4].state.endpoints.size, 0);
+  assert.equal(r.families[4].changed.size, 0);
+  cs.updateService(null, svc("a"));
+  r = cs.apply();
+  assert.deepEqual(ids(r.families[4].changed), ["ns/a:p"]);
+  assert.equal(r.families[4].state.endpoints.get("ns/a:p")!.length, 1);
+});
+
+Deno.test("apply: changed and deleted sets are incremental and net", () => {
+  const { cs } = newState();
+  cs.updateService(null, svc("a", { ips: ["198.18.100.1", "2001:db8::a"] }));
+  cs.updateService(null, svc("b", { ports: [{ name: "x", port: 1 }, { name: "y", port: 2 }] }));
+  cs.updateService(null, svc("c"));
+  for (const n of ["a", "b", "c"]) {
+    cs.updateEndpointSlice(null, slice(`${n}-1`, n, [ep("198.18.1.1")]));
+  }
+  cs.apply();
+
+  const steps: {
+    name: string;
+    act: () => void;
+    changed4: string[];
+    deleted4: string[];
+    changed6?: string[];
+    deleted6?: string[];
+  }[] = [
+    { name: "nothing", act: () => {}, changed4: [], deleted4: [] },
+    {
+      name: "one endpoint change",
+      act: () => cs.updateEndpointSlice(null, slice("c-1", "c", [ep("198.18.1.2")])),
+      changed4: ["ns/c:p"],
+      deleted4: [],
+    },
+    {
+      name: "change then revert",
+      act: () => {
+        cs.updateEndpointSlice(null, slice("c-1", "c", [ep("198.18.1.3")]));
+        cs.updateEndpointSlice(null, slice("c-1", "c", [ep("198.18.1.2")]));
+      },
+      changed4: [],
+      deleted4: [],
+    },
+    {
+      name: "one port of a multi-port service changes",
+      act: () =>
+        cs.updateService(
+          null,
+          svc("b", { ports: [{ name: "x", port: 1 }, { name: "y", port: 3 }] }),
+        ),
+      changed4: ["ns/b:y"],
+      deleted4: [],
+    },
+    {
+      name: "port renamed",
+      act: () =>
+        cs.updateService(
+          null,
+          svc("b", { ports: [{ name: "x", port: 1 }, { name: "z", port: 3 }] }),
+        ),
+      changed4: ["ns/b:z"],
+      deleted4: ["ns/b:y"],
+    },
+    {
+      name: "dual-stack to single-stack",
+      act: () => cs.updateService(null, svc("a", { ips: ["198.18.100.1"] })),
+      changed4: [],
+      deleted4: [],
+      changed6: [],
+      deleted6: ["ns/a:p"],
+    },
+    {
+      name: "service deleted",
+      act: () => cs.updateService(svc("c"), null),
+      changed4: [],
+      deleted4: ["ns/c:p"],
+    },
+    {
+      name: "service deleted and re-created identically",
+      act: () => {
+        cs.updateService(svc("b"), null);
+        cs.updateService(
+          null,
+          svc("b", { ports: [{ name: "x", port: 1 }, { name: "z", port: 3 }] }),
+        );
+      },
+      changed4: [],
+      deleted4: [],
+    },
+    {
+      name: "slices deleted",
+      act: () => cs.updateEndpointSlice(slice("a-1", "a", []), null),
+      changed4: ["ns/a:p"],
+      deleted4: [],
+    },
+  ];
+  for (const s of steps) {
+    s.act();
+    const r = cs.apply();
+    assert.deepEqual(ids(r.families[4].changed), s.changed4, `${s.name}: changed v4`);
+    assert.deepEqual(ids(r.families[4].deleted), s.deleted4, `${s.name}: deleted v4`);
+    assert.deepEqual(ids(r.families[6].changed), s.changed6 ?? [], `${s.name}: changed v6`);
+    assert.deepEqual(ids(r.families[6].deleted), s.deleted6 ?? [], `${s.name}: deleted v6`);
+  }
+  const st = cs.state(4);
+  assert.deepEqual([...st.services.keys()].sort(), ["ns/a:p", "ns/b:x", "ns/b:z"]);
+  assert.equal(st.endpoints.has("ns/a:p"), false);
+  assert.equal(cs.state(6).services.size, 0);
+});
+
+Deno.test("apply: stale report for UDP/SCTP", () => {
+  const { cs } = newState();
+  const fmt = (r: ReturnType<ClusterState["apply"]>) => ({
+    newEps: r.families[4].stale.servicesWithNewEndpoints.map((s) => s.id).sort(),
+    deleted: r.families[4].stale.deletedEndpoints.map((d) => `${d.service.id}>${d.ip}:${d.port}`)
+      .sort(),
+  });
+  const steps: { name: string; act: () => void; newEps: string[]; deleted: string[] }[] = [
+    {
+      name: "services without endpoints",
+      act: () => {
+        cs.updateService(null, svc("u"));
+        cs.updateService(null, svc("t", { protocol: "TCP" }));
+        cs.updateService(null, svc("s", { protocol: "SCTP" }));
+      },
+      newEps: [],
+      deleted: [],
+    },
+    {
+      name: "zero -> some (UDP, SCTP; not TCP)",
+      act: () => {
+        cs.updateEndpointSlice(null, slice("u-1", "u", [ep("198.18.1.1"), ep("198.18.1.2")]));
+        cs.updateEndpointSlice(null, slice("t-1", "t", [ep("198.18.1.1")], { protocol: "TCP" }));
+        cs.updateEndpointSlice(null, slice("s-1", "s", [ep("198.18.1.1")], { protocol: "SCTP" }));
+      },
+      newEps: ["ns/s:p", "ns/u:p"],
+      deleted: [],
+    },
+    {
+      name: "some -> more is not zero -> some",
+      act: () =>
+        cs.updateEndpointSlice(
+          null,
+          slice("u-1", "u", [ep("198.18.1.1"), ep("198.18.1.2"), ep("198.18.1.3")]),
+        ),
+      newEps: [],
+      deleted: [],
+    },
+    {
+      name: "endpoint removed",
+      act: () =>
+        cs.updateEndpointSlice(null, slice("u-1", "u", [ep("198.18.1.1"), ep("198.18.1.3")])),
+      newEps: [],
+      deleted: ["ns/u:p>198.18.1.2:5353"],
+    },
+    {
+      name: "terminating but still serving is kept",
+      act: () =>
+        cs.updateEndpointSlice(
+          null,
+          slice("u-1", "u", [
+            ep("198.18.1.1"),
+            ep("198.18.1.3", { conditions: { ready: false, serving: true, terminating: true } }),
+          ]),
+        ),
+      newEps: [],
+      deleted: [],
+    },
+    {
+      name: "stops serving",
+      act: () =>
+        cs.updateEndpointSlice(
+          null,
+          slice("u-1", "u", [
+            ep("198.18.1.1"),
+            ep("198.18.1.3", { conditions: { ready: false, serving: false, terminating: true } }),
+          ]),
+        ),
+      newEps: [],
+      deleted: ["ns/u:p>198.18.1.3:5353"],
+    },
+    {
+      name: "target port changes",
+      act: () =>
+        cs.updateEndpointSlice(null, slice("u-1", "u", [ep("198.18.1.1")], { port: 5454 })),
+      newEps: [],
+      deleted: ["ns/u:p>198.18.1.1:5353"],
+    },
+    {
+      name: "TCP endpoint removed: nothing",
+      act: () => cs.updateEndpointSlice(slice("t-1", "t", []), null),
+      newEps: [],
+      deleted: [],
+    },
+    {
+      name: "scaled to zero",
+      act: () => cs.updateEndpointSlice(null, slice("s-1", "s", [])),
+      newEps: [],
+      deleted: ["ns/s:p>198.18.1.1:5353"],
+    },
+    {
+      name: "UDP service deleted",
+      act: () => cs.updateService(svc("u"), null),
+      newEps: [],
+      deleted: ["ns/u:p>198.18.1.1:5454"],
+    },
+    {
+      name: "service re-created with existing endpoints",
+      act: () => cs.updateService(null, svc("u")),
+      newEps: ["ns/u:p"],
+      deleted: [],
+    },
+    {
+      name: "protocol TCP -> UDP counts as zero -> some",
+      act: () => {
+        cs.updateEndpointSlice(null, slice("t-1", "t", [ep("198.18.1.1")], { protocol: "TCP" }));
+        cs.updateEndpointSlice(null, slice("t-2", "t", [ep("198.18.1.1")], { protocol: "UDP" }));
+      },
+      newEps: [],
+      deleted: [],
+    },
+    {
+      name: "(switch)",
+      act: () => cs.updateService(svc("t", { protocol: "TCP" }), svc("t", { protocol: "UDP" })),
+      newEps: ["ns/t:p"],
+      deleted: [],
+    },
+  ];
+  for (const s of steps) {
+    s.act();
+    assert.deepEqual(fmt(cs.apply()), { newEps: s.newEps, deleted: s.deleted }, s.name);
+  }
+});
+
+Deno.test("apply: the stale report carries the service as it was", () => {
+  const { cs } = newState();
+  cs.updateService(null, svc("u", { ips: ["198.18.100.7"] }));
+  cs.updateEndpointSlice(null, slice("u-1", "u", [ep("198.18.1.1")]));
+  cs.apply();
+  cs.updateService(svc("u", { ips: ["198.18.100.7"] }), null);
+  const d = cs.apply().families[4].stale.deletedEndpoints;
+  assert.equal(d.length, 1);
+  assert.equal(d[0].service.clusterIP, "198.18.100.7");
+});
+
+Deno.test("node: primary IPs, podCIDRs, nodeChanged", () => {
+  const { cs, lines } = newState();
+  let r = cs.apply();
+  assert.equal(r.families[4].state.node.name, "me");
+  assert.deepEqual(r.families[4].state.node.ips, []);
+
+  const steps: {
+    name: string;
+    n: V1Node | null;
+    changed: boolean;
+    ips?: string[];
+    cidrs?: string[];
+  }[] = [
+    {
+      name: "first node",
+      n: node({ "topology.kubernetes.io/zone": "z1" }),
+      changed: true,
+      ips: ["198.18.0.10", "2001:db8::10"],
+      cidrs: ["198.18.64.0/24", "2001:db8:64::/64"],
+    },
+    { name: "same node again", n: node({ "topology.kubernetes.io/zone": "z1" }), changed: false },
+    { name: "label changed", n: node({ "topology.kubernetes.io/zone": "z2" }), changed: true },
+    {
+      name: "podCIDR changed",
+      n: node({ "topology.kubernetes.io/zone": "z2" }, { spec: { podCIDR: "198.18.65.0/24" } }),
+      changed: true,
+      cidrs: ["198.18.65.0/24"],
+    },
+    {
+      name: "ExternalIP only",
+      n: node({ "topology.kubernetes.io/zone": "z2" }, {
+        spec: { podCIDR: "198.18.65.0/24" },
+        status: { addresses: [{ type: "ExternalIP", address: "198.18.8.8" }] },
+      }),
+      changed: true,
+      ips: ["198.18.8.8"],
+    },
+    { name: "node deleted", n: null, changed: true, ips: [], cidrs: [] },
+  ];
+  for (const s of steps) {
+    cs.updateNode(s.n);
+    r = cs.apply();
+    assert.equal(r.nodeChanged, s.changed, s.name);
+    if (s.ips) assert.deepEqual(r.families[6].state.node.ips, s.ips, s.name);
+    if (s.cidrs) assert.deepEqual(r.families[4].state.node.podCIDRs, s.cidrs, s.name);
+  }
+  assert.equal(lines.length, 0);
+
+  // Label changed and changed back before the apply: not a change.
+  cs.updateNode(node({ a: "1" }));
+  cs.apply();
+  cs.updateNode(node({ a: "2" }));
+  assert.ok(cs.hasPendingChanges());
+  cs.updateNode(node({ a: "1" }));
+  assert.ok(!cs.hasPendingChanges());
+  assert.equal(cs.apply().nodeChanged, false);
+
+  // Another node's object is ignored with a log line.
+  assert.equal(cs.updateNode({ metadata: { name: "other", labels: { a: "9" } } }), false);
+  assert.equal(lines.length, 1);
+  assert.match(lines[0].msg, /other/);
+});
+
+Deno.test("node: bindAddress overrides its family; bad values are rejected", () => {
+  const { cs } = newState({ bindAddress: ["2001:db8::99", "0.0.0.0"] });
+  cs.updateNode(node({}));
+  assert.deepEqual(cs.apply().families[4].state.node.ips, ["198.18.0.10", "2001:db8::99"]);
+  assert.throws(
+    () => new ClusterState({ nodeName: "me", bindAddress: ["nope"] }),
+    /bind address "nope"/,
+  );
+  assert.throws(() => new ClusterState({ nodeName: "" }), /nodeName/);
+  assert.throws(
+    () => new ClusterState({ nodeName: "me", defaultServiceCIDRs: ["198.18.0.0/99"] }),
+    /service CIDR "198\.18\.0\.0\/99"/,
+  );
+});
+
+Deno.test("node: bad addresses and podCIDRs are dropped with a log line", () => {
+  const { cs, lines } = newState();
+  cs.updateNode({
+    metadata: { name: "me" },
+    spec: { podCIDRs: ["bad", "198.18.64.0/24"] },
+    status: {
+      addresses: [{ type: "InternalIP", address: "x" }, {
+        type: "InternalIP",
+        address: "198.18.0.1",
+      }],
+    },
+  });
+  const n = cs.apply().families[4].state.node;
+  assert.deepEqual(n.ips, ["198.18.0.1"]);
+  assert.deepEqual(n.podCIDRs, ["198.18.64.0/24"]);
+  assert.equal(lines.length, 2);
+});
+
+Deno.test("serviceCIDRs: split by family, defaults when none, change flag", () => {
+  const { cs, lines } = newState({ defaultServiceCIDRs: ["198.18.128.0/17"] });
+  let r = cs.apply();
+  assert.equal(r.serviceCIDRsChanged, true);
+  assert.deepEqual(r.families[4].state.serviceCIDRs, ["198.18.128.0/17"]);
+  assert.deepEqual(r.families[6].state.serviceCIDRs, []);
+  const k1 = {
+    metadata: { name: "kubernetes" },
+    spec: { cidrs: ["198.18.100.0/24", "2001:db8:100::/112"] },
+  };
+  cs.updateServiceCIDR(null, k1);
+  r = cs.apply();
+  assert.equal(r.serviceCIDRsChanged, true);
+  assert.deepEqual(r.families[4].state.serviceCIDRs, ["198.18.100.0/24"]);
+  assert.deepEqual(r.families[6].state.serviceCIDRs, ["2001:db8:100::/112"]);
+  assert.equal(cs.updateServiceCIDR(k1, structuredClone(k1)), false);
+  assert.equal(cs.apply().serviceCIDRsChanged, false);
+  cs.updateServiceCIDR(null, {
+    metadata: { name: "extra" },
+    spec: { cidrs: ["198.18.99.0/24", "nope"] },
+  });
+  r = cs.apply();
+  assert.deepEqual(r.families[4].state.serviceCIDRs, ["198.18.100.0/24", "198.18.99.0/24"]);
+  assert.equal(lines.length, 1);
+  cs.updateServiceCIDR(k1, null);
+  cs.updateServiceCIDR({ metadata: { name: "extra" } }, null);
+  r = cs.apply();
+  assert.deepEqual(r.families[4].state.serviceCIDRs, ["198.18.128.0/17"]);
+});
+
+Deno.test("apply cost follows the number of changes (30k services x 10 endpoints)", () => {
+  const { cs } = newState();
+  const N = 30000;
+  // Endpoint addresses cycle through 198.18.0.0/15 (reuse across services is fine here).
+  const ipOf = (n: number) => {
+    const k = n % 131072;
+    return `198.${18 + (k >> 16)}.${(k >> 8) & 0xff}.${k & 0xff}`;
+  };
+  for (let i = 0; i < N; i++) {
+    cs.updateService(null, {
+      metadata: { namespace: "bench", name: `s${i}` },
+      spec: {
+        clusterIP: ipOf(i + 100000),
+        ports: [{ name: "http", protocol: "TCP", port: 80 }],
+      },
+    });
+    const endpoints: Endpoint[] = [];
+    for (let j = 0; j < 10; j++) {
+      endpoints.push({ addresses: [ipOf(i * 10 + j)], nodeName: `n${j}` });
+    }
+    cs.updateEndpointSlice(null, {
+      metadata: {
+        namespace: "bench",
+        name: `s${i}-x`,
+        labels: { "kubernetes.io/service-name": `s${i}` },
+      },
+      addressType: "IPv4",
+      endpoints,
+      ports: [{ name: "http", protocol: "TCP", port: 8080 }],
+    });
+  }
+  const t0 = performance.now();
+  const full = cs.apply();
+  const fullMs = performance.now() - t0;
+  assert.equal(full.families[4].state.services.size, N);
+  assert.equal(full.families[4].changed.size, N);
+
+  const times: number[] = [];
+  for (let k = 0; k < 20; k++) {
+    const i = (k * 1237) % N;
+    cs.updateEndpointSlice(null, {
+      metadata: {
+        namespace: "bench",
+        name: `s${i}-x`,
+        labels: { "kubernetes.io/service-name": `s${i}` },
+      },
+      addressType: "IPv4",
+      endpoints: [{ addresses: [`198.18.200.${k}`] }],
+      ports: [{ name: "http", protocol: "TCP", port: 8080 }],
+    });
+    const t = performance.now();
+    const r = cs.apply();
+    times.push(performance.now() - t);
+    assert.deepEqual([...r.families[4].changed], [`bench/s${i}:http`]);
+  }
+  times.sort((a, b) => a - b);
+  const median = times[times.length >> 1];
+  console.log(
+    `30k services: full apply ${fullMs.toFixed(0)} ms; one-change apply median ${
+      median.toFixed(3)
+    } ms, max ${times.at(-1)!.toFixed(3)} ms`,
+  );
+  assert.ok(median < 5, `one-change apply took ${median} ms`);
+});
+
+Deno.test("client-node V1Node and V1ServiceCIDR objects fit the structural types", () => {
+  const { cs } = newState();
+  const n: ClientV1Node = {
+    metadata: { name: "me", labels: { a: "b" } },
+    status: { addresses: [{ type: "InternalIP", address: "198.18.0.5" }] },
+  };
+  const c: V1ServiceCIDR = {
+    metadata: { name: "kubernetes" },
+    spec: { cidrs: ["198.18.128.0/17"] },
+  };
+  assert.equal(cs.updateNode(n), true);
+  assert.equal(cs.updateServiceCIDR(null, c), true);
+  const st = cs.apply().families[4].state;
+  assert.deepEqual(st.node.ips, ["198.18.0.5"]);
+  assert.deepEqual(st.serviceCIDRs, ["198.18.128.0/17"]);
+});
+
+Deno.test("apply: random event sequences match a from-scratch rebuild (incremental correctness)", () => {
+  // Small deterministic PRNG so failures reproduce. 1500 rounds: with the slice replay order
+  // reversed (freshness ignored) this test fails by round ~400.
+  let seed = 12345;
+  const rnd = (n: number) => {
+    // mulberry32
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) % n;
+  };
+  let roundsWithEndpoints = 0;
+  const pick = <T>(xs: T[]) => xs[rnd(xs.length)];
+  const services = new Map<string, V1Service>();
+  const slices = new Map<string, EndpointSlice>();
+  const randomService = (name: string): V1Service => {
+    const dual = rnd(2) === 0;
+    const n = 1 + rnd(2);
+    return svc(name, {
+      protocol: pick(["TCP", "UDP"]),
+      ips: dual ? [`198.18.100.${rnd(4)}`, `2001:db8::${rnd(4)}`] : [`198.18.100.${rnd(4)}`],
+      ports: [{ name: "p", port: 53 }, { name: "q", port: 54 }].slice(0, n),
+    });
+  };
+  const randomSlice = (name: string): EndpointSlice => {
+    const v6 = rnd(3) === 0;
+    const eps: Endpoint[] = [];
+    for (let i = rnd(4); i > 0; i--) {
+      eps.push(ep(v6 ? `2001:db8::1:${rnd(3)}` : `198.18.1.${rnd(3)}`, {
+        conditions: { ready: rnd(3) > 0, serving: rnd(4) > 0, terminating: rnd(4) === 0 },
+        nodeName: pick(["me", "other"]),
+      }));
+    }
+    return slice(name, pick(["a", "b"]), eps, {
+      protocol: pick(["TCP", "UDP"]),
+      portName: pick(["p", "q"]),
+      port: 5000 + rnd(2),
+      addressType: v6 ? "IPv6" : "IPv4",
+    });
+  };
+  const snapshot = (cs: ClusterState, f: 4 | 6) => {
+    const st = cs.state(f);
+    const out = new Map<string, string>();
+    for (const [id, s] of st.services) {
+      out.set(id, JSON.stringify([s, st.endpoints.get(id) ?? []]));
+    }
+    return out;
+  };
+  const { cs } = newState();
+  let prev: Record<4 | 6, Map<string, string>> = { 4: new Map(), 6: new Map() };
+  for (let round = 0; round < 1500; round++) {
+    for (let k = 1 + rnd(4); k > 0; k--) {
+      if (rnd(2) === 0) {
+        const name = pick(["a", "b", "c"]);
+        const cur = rnd(4) === 0 ? null : randomService(name);
+        cs.updateService(services.get(name) ?? null, cur);
+        if (cur) services.set(name, cur);
+        else services.delete(name);
+      } else {
+        const name = pick(["s1", "s2", "s3", "s4"]);
+        const cur = rnd(4) === 0 ? null : randomSlice(name);
+        const old = slices.get(name) ?? null;
+        if (cur) {
+          cs.updateEndpointSlice(old, cur);
+          // Re-insert so iteration order is update order (freshness matters for duplicates).
+          slices.delete(name);
+          slices.set(name, cur);
+        } else if (old) {
+          cs.updateEndpointSlice(old, null);
+          slices.delete(name);
+        }
+      }
+    }
+    const r = cs.apply();
+    const fresh = new ClusterState({ nodeName: "me", log: () => {} });
+    for (const s of services.values()) fresh.updateService(null, s);
+    for (const s of slices.values()) fresh.updateEndpointSlice(null, s);
+    fresh.apply();
+    for (const f of [4, 6] as const) {
+      const now = snapshot(cs, f);
+      assert.deepEqual(now, snapshot(fresh, f), `round ${round} family ${f}`);
+      const changed = [...now.keys()].filter((id) => prev[f].get(id) !== now.get(id)).sort();
+      const deleted = [...prev[f].keys()].filter((id) => !now.has(id)).sort();
+      assert.deepEqual(ids(r.families[f].changed), changed, `round ${round} changed v${f}`);
+      assert.deepEqual(ids(r.families[f].deleted), deleted, `round ${round} deleted v${f}`);
+    }
+    prev = { 4: snapshot(cs, 4), 6: snapshot(cs, 6) };
+    if (cs.state(4).endpoints.size + cs.state(6).endpoints.size > 0) roundsWithEndpoints++;
+  }
+  assert.ok(
+    roundsWithEndpoints > 500,
+    `only ${roundsWithEndpoints} rounds had endpoints: the generator is too weak`,
+  );
+});
+
+Deno.test("apply: reports last-change-trigger-times of applied slice changes", () => {
+  const { cs, lines } = newState({ startTime: Date.parse("2026-01-01T00:00:00Z") });
+  const withTime = (name: string, t: string, ip: string) => {
+    const s = slice(name, "a", [ep(ip)]);
+    s.metadata!.annotations = { "endpoints.kubernetes.io/last-change-trigger-time": t };
+    return s;
+  };
+  cs.updateEndpointSlice(null, withTime("a-1", "2026-02-01T10:00:00Z", "198.18.1.1"));
+  cs.updateEndpointSlice(null, withTime("a-2", "2025-12-31T23:59:59Z", "198.18.1.2")); // before start
+  cs.updateEndpointSlice(null, withTime("a-3", "yesterday", "198.18.1.3")); // bad: logged
+  assert.deepEqual(cs.apply().triggerTimes, [Date.parse("2026-02-01T10:00:00Z")]);
+  assert.equal(lines.length, 1);
+  assert.match(lines[0].msg, /last-change-trigger-time/);
+  assert.deepEqual(cs.apply().triggerTimes, []);
+  // An update that changes nothing reports no trigger time.
+  cs.updateEndpointSlice(null, withTime("a-1", "2026-02-01T11:00:00Z", "198.18.1.1"));
+  assert.deepEqual(cs.apply().triggerTimes, []);
+});

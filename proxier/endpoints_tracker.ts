@@ -1,0 +1,461 @@
+/**
+ * EndpointSlices -> endpoints per Service port, with changes accumulated
+ * between syncs (kube-proxy's EndpointsChangeTracker + EndpointSliceCache).
+ * Slices are parsed and validated when their event arrives; a checkout
+ * re-merges only the Services whose slices changed, so its cost follows the
+ * number of changes, not the cluster size.
+ *
+ * @module
+ */
+
+import { canonicalText, type ParsedIP, parseIP } from "./ip.ts";
+import type { EndpointInfo, IpFamily, Protocol } from "./model.ts";
+import {
+  consoleLog,
+  type EndpointSlice,
+  LABEL_HEADLESS,
+  LABEL_SERVICE_NAME,
+  LABEL_SERVICE_PROXY_NAME,
+  type LogFn,
+  sameVersion,
+} from "./k8s_types.ts";
+import { objectKey } from "./service_tracker.ts";
+
+const PROTOCOLS: ReadonlySet<string> = new Set(["TCP", "UDP", "SCTP"]);
+
+/** Annotation with the time of the change that caused the slice update. */
+export const ANNOTATION_TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time";
+
+/** Key of one Service port's endpoint list inside a Service: family, port name, protocol. */
+export function portKey(family: IpFamily, portName: string, protocol: Protocol): string {
+  return `${family}|${portName}|${protocol}`;
+}
+
+/** One port of a validated slice with its endpoints, ready to use. */
+export interface SlicePort {
+  /** {@link portKey} of the Service port this slice port serves. */
+  key: string;
+  port: number;
+  /** Sorted by address; an address appears once. Shared with the merged lists: do not mutate. */
+  endpoints: EndpointInfo[];
+}
+
+/** A validated EndpointSlice. */
+export interface ParsedSlice {
+  /** `namespace/service-name`. */
+  service: string;
+  /** Slice name. */
+  name: string;
+  family: IpFamily;
+  ports: SlicePort[];
+}
+
+/** Endpoints of one Service, by {@link portKey}; each list sorted by address then port. */
+export type ServiceEndpoints = ReadonlyMap<string, readonly EndpointInfo[]>;
+
+/**
+ * Validates one EndpointSlice. Returns null when the slice is not usable at
+ * all (FQDN address type, no service-name label, unknown address type) or
+ * not ours (labelled headless or service-proxy-name, silently);
+ * bad ports and endpoints are skipped with one log line each.
+ */
+export function parseEndpointSlice(
+  slice: EndpointSlice,
+  nodeName: string,
+  log: LogFn = consoleLog,
+): ParsedSlice | null {
+  const ns = slice?.metadata?.namespace;
+  const name = slice?.metadata?.name;
+  const svcName = slice?.metadata?.labels?.[LABEL_SERVICE_NAME];
+  const id = `${ns}/${name}`;
+  if (!ns || !name) {
+    log("error", "ignoring EndpointSlice without metadata.namespace/metadata.name", {
+      namespace: ns,
+      name,
+    });
+    return null;
+  }
+  const labels = slice.metadata?.labels;
+  // Upstream's informer filters these out; slices of headless or foreign Services are not ours.
+  if (labels?.[LABEL_HEADLESS] !== undefined || labels?.[LABEL_SERVICE_PROXY_NAME] !== undefined) {
+    return null;
+  }
+  if (slice.addressType === "FQDN") return null;
+  if (!svcName) {
+    log("warn", `endpointslice ${id}: ignoring it: label ${LABEL_SERVICE_NAME} is missing`, {
+      endpointSlice: id,
+      field: `metadata.labels[${LABEL_SERVICE_NAME}]`,
+      expected: "the name of the Service the slice belongs to",
+    });
+    return null;
+  }
+  let family: IpFamily;
+  if (slice.addressType === "IPv4") family = 4;
+  else if (slice.addressType === "IPv6") family = 6;
+  else {
+    log(
+      "error",
+      `endpointslice ${id}: ignoring it: addressType is ${
+        JSON.stringify(slice.addressType)
+      }, expected IPv4, IPv6 or FQDN`,
+      {
+        endpointSlice: id,
+        field: "addressType",
+        value: slice.addressType,
+        expected: "IPv4, IPv6 or FQDN",
+      },
+    );
+    return null;
+  }
+  const bad = (field: string, value: unknown, expected: string, what: string) => {
+    log(
+      "error",
+      `endpointslice ${id}: ignoring ${what}: ${field} is ${
+        JSON.stringify(value)
+      }, expected ${expected}`,
+      {
+        endpointSlice: id,
+        field,
+        value,
+        expected,
+      },
+    );
+  };
+
+  const ports: { name: string; protocol: Protocol; port: number }[] = [];
+  for (const [i, p] of (slice.ports ?? []).entries()) {
+    // The API defaults name to "" and protocol to TCP.
+    const pname = p?.name ?? "";
+    const protocol = p?.protocol ?? "TCP";
+    const what = `port ${JSON.stringify(pname)}`;
+    if (typeof pname !== "string") {
+      bad(`ports[${i}].name`, pname, "a string", "port");
+    } else if (!PROTOCOLS.has(protocol)) {
+      bad(`ports[${i}].protocol`, protocol, "TCP, UDP or SCTP", what);
+    } else if (
+      typeof p.port !== "number" || !Number.isInteger(p.port) || p.port < 1 || p.port > 65535
+    ) {
+      bad(`ports[${i}].port`, p.port ?? null, "an integer from 1 to 65535", what);
+    } else if (ports.some((q) => q.name === pname && q.protocol === protocol)) {
+      bad(`ports[${i}].name`, pname, "a name unique within the slice", what);
+    } else {
+      ports.push({ name: pname, protocol: protocol as Protocol, port: p.port });
+    }
+  }
+
+  // Within one slice a repeated address keeps its last copy, unless that
+  // would replace a non-terminating copy by a terminating one. Endpoints are
+  // built for the first port directly; other ports get copies.
+  const firstPort = ports.length > 0 ? ports[0].port : 0;
+  const index = new Map<string, number>();
+  const list: { sortKey: number | string; ep: EndpointInfo }[] = [];
+  const raw = slice.endpoints ?? [];
+  for (let i = 0; i < raw.length; i++) {
+    const ep = raw[i];
+    // Upstream uses only the first address; the API allows exactly one.
+    const addr = ep?.addresses?.[0];
+    const parsed = typeof addr === "string" ? parseIP(addr) : null;
+    if (!parsed || parsed.family !== family) {
+      bad(`endpoints[${i}].addresses[0]`, addr ?? null, `an IPv${family} address`, "endpoint");
+      continue;
+    }
+    const c = ep.conditions;
+    const ready = c?.ready ?? true;
+    const info: EndpointInfo = {
+      ip: canonicalText(addr!, parsed),
+      port: firstPort,
+      ready,
+      serving: c?.serving ?? ready,
+      terminating: c?.terminating ?? false,
+      isLocal: ep.nodeName === nodeName && nodeName !== "",
+    };
+    if (ep.nodeName) info.nodeName = ep.nodeName;
+    if (ep.zone) info.zone = ep.zone;
+    if (ep.hints) {
+      const zones = names(ep.hints.forZones);
+      if (zones.length > 0) info.zoneHints = zones;
+      const nodes = names(ep.hints.forNodes);
+      if (nodes.length > 0) info.nodeHints = nodes;
+    }
+    const at = index.get(info.ip);
+    if (at === undefined) {
+      index.set(info.ip, list.length);
+      list.push({ sortKey: sortKeyOf(parsed), ep: info });
+    } else if (!(info.terminating && !list[at].ep.terminating)) {
+      list[at].ep = info;
+    }
+  }
+  list.sort((a, b) => compareKeys(a.sortKey, b.sortKey));
+  const first = list.map((x) => x.ep);
+  const slicePorts: SlicePort[] = ports.map((p, k) => ({
+    key: portKey(family, p.name, p.protocol),
+    port: p.port,
+    endpoints: k === 0 ? first : first.map((e) => ({ ...e, port: p.port })),
+  }));
+  return { service: objectKey(ns, svcName), name, family, ports: slicePorts };
+}
+
+/** A sort key ordering addresses of one family numerically. */
+function sortKeyOf(ip: ParsedIP): number | string {
+  const b = ip.bytes;
+  if (ip.family === 4) return ((b[0] << 24) >>> 0) + (b[1] << 16) + (b[2] << 8) + b[3];
+  let s = "";
+  for (const x of b) s += x.toString(16).padStart(2, "0");
+  return s;
+}
+
+function compareKeys(a: number | string, b: number | string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function names(list: readonly { name?: string | null }[] | null | undefined): string[] {
+  const out: string[] = [];
+  if (!list) return out;
+  for (const h of list) {
+    if (typeof h?.name === "string" && h.name !== "" && !out.includes(h.name)) out.push(h.name);
+  }
+  return out.sort();
+}
+
+/** Whether two endpoints are identical in every field. */
+export function sameEndpoint(a: EndpointInfo, b: EndpointInfo): boolean {
+  return a.ip === b.ip && a.port === b.port && a.ready === b.ready && a.serving === b.serving &&
+    a.terminating === b.terminating && a.isLocal === b.isLocal && a.nodeName === b.nodeName &&
+    a.zone === b.zone && sameOptList(a.zoneHints, b.zoneHints) &&
+    sameOptList(a.nodeHints, b.nodeHints);
+}
+
+function sameOptList(a?: readonly string[], b?: readonly string[]): boolean {
+  if (a === b) return true;
+  if (!a || !b) return false;
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+/** Whether two endpoint lists are identical (order included). */
+export function sameEndpoints(
+  a: readonly EndpointInfo[] | undefined,
+  b: readonly EndpointInfo[] | undefined,
+): boolean {
+  if (a === b) return true;
+  if (!a || !b) return (a?.length ?? 0) === 0 && (b?.length ?? 0) === 0;
+  return a.length === b.length && a.every((e, i) => sameEndpoint(e, b[i]));
+}
+
+function sameParsedSlice(a: ParsedSlice, b: ParsedSlice): boolean {
+  return a.service === b.service && a.family === b.family && a.ports.length === b.ports.length &&
+    a.ports.every((p, i) =>
+      p.key === b.ports[i].key && p.port === b.ports[i].port &&
+      sameEndpoints(p.endpoints, b.ports[i].endpoints)
+    );
+}
+
+interface StoredSlice {
+  slice: ParsedSlice;
+  /** Update sequence: higher is fresher. */
+  seq: number;
+}
+
+/**
+ * Merges the slices of one Service into endpoint lists per port. An
+ * endpoint (address + port) in several slices is taken from the most
+ * recently updated slice, except that a non-terminating copy always beats a
+ * terminating one (the address may have been reused by a new pod while the
+ * old pod is still terminating), as upstream.
+ */
+export function mergeSlices(
+  slices: Iterable<{ slice: ParsedSlice; seq: number }>,
+): Map<string, EndpointInfo[]> {
+  const ordered = [...slices].sort((a, b) => a.seq - b.seq);
+  const out = new Map<string, EndpointInfo[]>();
+  if (ordered.length === 1) {
+    // The common case: one slice, already sorted and de-duplicated.
+    for (const p of ordered[0].slice.ports) if (p.endpoints.length > 0) out.set(p.key, p.endpoints);
+    return out;
+  }
+  const byPort = new Map<string, Map<string, EndpointInfo>>();
+  for (const { slice } of ordered) {
+    for (const p of slice.ports) {
+      let set = byPort.get(p.key);
+      if (!set) byPort.set(p.key, set = new Map());
+      for (const ep of p.endpoints) {
+        const k = `${ep.ip}|${ep.port}`;
+        const old = set.get(k);
+        if (old && ep.terminating && !old.terminating) continue;
+        set.set(k, ep);
+      }
+    }
+  }
+  const keys = new Map<string, number | string>();
+  const keyOf = (ip: string) => {
+    let k = keys.get(ip);
+    if (k === undefined) keys.set(ip, k = sortKeyOf(parseIP(ip)!));
+    return k;
+  };
+  for (const [pk, set] of byPort) {
+    if (set.size === 0) continue;
+    const list = [...set.values()].sort((a, b) =>
+      compareKeys(keyOf(a.ip), keyOf(b.ip)) || a.port - b.port
+    );
+    out.set(pk, list);
+  }
+  return out;
+}
+
+/** One Service's net endpoint change since the last checkout. */
+export interface EndpointsChange {
+  previous: ServiceEndpoints;
+  current: ServiceEndpoints;
+}
+
+const EMPTY: ServiceEndpoints = new Map();
+
+/** Accumulates EndpointSlice changes between syncs. */
+export class EndpointsTracker {
+  /** Current slices by Service key, then slice name. */
+  #slices = new Map<string, Map<string, StoredSlice>>();
+  /** Merged endpoints as of the last checkout, by Service key. */
+  #applied = new Map<string, ServiceEndpoints>();
+  /** Slices changed since the last checkout, by Service key. */
+  #pending = new Map<string, Set<string>>();
+  #pendingSlices = 0;
+  #seq = 0;
+  #triggerTimes: number[] = [];
+  #startTime: number;
+  #nodeName: string;
+  #log: LogFn;
+
+  /**
+   * @param nodeName this node's name: endpoints on it are `isLocal`.
+   * @param log where validation problems are reported.
+   * @param startTime trigger times before this (ms since epoch) are not reported.
+   */
+  constructor(nodeName: string, log: LogFn = consoleLog, startTime = Date.now()) {
+    this.#nodeName = nodeName;
+    this.#log = log;
+    this.#startTime = startTime;
+  }
+
+  /**
+   * Records an add (prev null), update, or delete (cur null). Returns
+   * whether the slice's content changed.
+   */
+  update(prev: EndpointSlice | null, cur: EndpointSlice | null): boolean {
+    // A re-delivered version cannot change anything (and must not log again).
+    if (sameVersion(prev, cur)) return false;
+    const prevId = prev ? this.#identify(prev) : null;
+    const curParsed = cur ? parseEndpointSlice(cur, this.#nodeName, this.#log) : null;
+    let changed = false;
+    // Deleted, re-labelled or renamed: drop the old copy.
+    if (
+      prevId &&
+      (!curParsed || curParsed.service !== prevId.service || curParsed.name !== prevId.name)
+    ) {
+      changed = this.#remove(prevId.service, prevId.name);
+    }
+    if (curParsed) {
+      const stored = this.#store(curParsed);
+      if (stored) this.#recordTrigger(cur!);
+      changed = stored || changed;
+    } else if (cur) {
+      // The new version is unusable (FQDN, bad type...): forget any stored copy.
+      const id = this.#identify(cur);
+      if (id) changed = this.#remove(id.service, id.name) || changed;
+    }
+    return changed;
+  }
+
+  /** Notes the slice's last-change-trigger-time for the network programming latency metric. */
+  #recordTrigger(s: EndpointSlice) {
+    const raw = s.metadata?.annotations?.[ANNOTATION_TRIGGER_TIME];
+    if (!raw) return;
+    const t = Date.parse(raw);
+    if (Number.isNaN(t)) {
+      this.#log(
+        "warn",
+        `endpointslice ${s.metadata?.namespace}/${s.metadata?.name}: ignoring annotation ${ANNOTATION_TRIGGER_TIME} ${
+          JSON.stringify(raw)
+        }: not an RFC 3339 time`,
+        {
+          endpointSlice: `${s.metadata?.namespace}/${s.metadata?.name}`,
+          field: `metadata.annotations[${ANNOTATION_TRIGGER_TIME}]`,
+          value: raw,
+          expected: "an RFC 3339 time",
+        },
+      );
+      return;
+    }
+    // Changes older than this process would skew the latency metric.
+    if (t > this.#startTime) this.#triggerTimes.push(t);
+  }
+
+  /** Service key + slice name of a slice, without logging. */
+  #identify(s: EndpointSlice): { service: string; name: string } | null {
+    const ns = s.metadata?.namespace;
+    const name = s.metadata?.name;
+    const svc = s.metadata?.labels?.[LABEL_SERVICE_NAME];
+    return ns && name && svc ? { service: objectKey(ns, svc), name } : null;
+  }
+
+  #store(slice: ParsedSlice): boolean {
+    let m = this.#slices.get(slice.service);
+    const old = m?.get(slice.name);
+    if (old && sameParsedSlice(old.slice, slice)) return false;
+    if (!m) this.#slices.set(slice.service, m = new Map());
+    m.set(slice.name, { slice, seq: ++this.#seq });
+    this.#markPending(slice.service, slice.name);
+    return true;
+  }
+
+  #remove(service: string, name: string): boolean {
+    const m = this.#slices.get(service);
+    if (!m?.delete(name)) return false;
+    if (m.size === 0) this.#slices.delete(service);
+    this.#markPending(service, name);
+    return true;
+  }
+
+  #markPending(service: string, name: string) {
+    let p = this.#pending.get(service);
+    if (!p) this.#pending.set(service, p = new Set());
+    if (!p.has(name)) {
+      p.add(name);
+      this.#pendingSlices++;
+    }
+  }
+
+  /** Number of distinct EndpointSlices changed since the last checkout. */
+  get pendingCount(): number {
+    return this.#pendingSlices;
+  }
+
+  /** Merged endpoints of a Service as of the last checkout (empty map when none). */
+  endpoints(service: string): ServiceEndpoints {
+    return this.#applied.get(service) ?? EMPTY;
+  }
+
+  /** Re-merges the Services with changed slices and returns their net changes. */
+  checkout(): Map<string, EndpointsChange> {
+    const out = new Map<string, EndpointsChange>();
+    for (const service of this.#pending.keys()) {
+      const previous = this.#applied.get(service) ?? EMPTY;
+      const slices = this.#slices.get(service);
+      const current: ServiceEndpoints = slices ? mergeSlices(slices.values()) : EMPTY;
+      if (current.size === 0) this.#applied.delete(service);
+      else this.#applied.set(service, current);
+      out.set(service, { previous, current });
+    }
+    this.#pending.clear();
+    this.#pendingSlices = 0;
+    return out;
+  }
+
+  /**
+   * Returns, and forgets, the last-change-trigger-times (ms since epoch) of
+   * the slice changes recorded since the previous call.
+   */
+  checkoutTriggerTimes(): number[] {
+    const out = this.#triggerTimes;
+    this.#triggerTimes = [];
+    return out;
+  }
+}

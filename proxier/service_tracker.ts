@@ -1,0 +1,348 @@
+/**
+ * Services -> per-family {@link ServicePortInfo}s, with changes accumulated
+ * between syncs (kube-proxy's ServiceChangeTracker). Each Service is parsed
+ * and validated once, when its event arrives; `checkout()` hands the net
+ * changes to the cluster state.
+ *
+ * @module
+ */
+
+import { canonicalCIDR, formatIP, parseIP } from "./ip.ts";
+import type { IpFamily, Protocol, ServicePortInfo } from "./model.ts";
+import {
+  consoleLog,
+  LABEL_SERVICE_PROXY_NAME,
+  type LogFn,
+  sameVersion,
+  type V1Service,
+} from "./k8s_types.ts";
+
+/** Default ClientIP affinity timeout (3 hours), as the API server defaults it. */
+export const DEFAULT_STICKY_MAX_AGE_SECONDS = 10800;
+
+const PROTOCOLS: ReadonlySet<string> = new Set(["TCP", "UDP", "SCTP"]);
+
+/** `namespace/name`. */
+export function objectKey(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
+}
+
+/** `namespace/name` of an object, or null when either is missing. */
+export function metaKey(
+  obj: { metadata?: { namespace?: string; name?: string } } | null,
+): string | null {
+  const ns = obj?.metadata?.namespace;
+  const name = obj?.metadata?.name;
+  return typeof ns === "string" && ns !== "" && typeof name === "string" && name !== ""
+    ? objectKey(ns, name)
+    : null;
+}
+
+function isPort(v: unknown, allowZero: boolean): v is number {
+  return typeof v === "number" && Number.isInteger(v) && v <= 65535 &&
+    (v >= 1 || (allowZero && v === 0));
+}
+
+/** Why a Service is not proxied at all (not an error), or undefined. */
+export function ignoreReason(svc: V1Service): string | undefined {
+  if (svc.metadata?.labels?.[LABEL_SERVICE_PROXY_NAME] !== undefined) return "service-proxy-name";
+  const spec = svc.spec;
+  if (spec?.type === "ExternalName") return "ExternalName";
+  const first = spec?.clusterIPs?.[0] ?? spec?.clusterIP;
+  if (first === "None") return "headless";
+  if (first === undefined || first === null || first === "") return "no clusterIP";
+  return undefined;
+}
+
+/**
+ * Splits addresses by family in canonical form, dropping (and logging) the
+ * ones that do not parse.
+ */
+function splitIPs(
+  values: readonly (string | null | undefined)[],
+  field: string,
+  key: string,
+  log: LogFn,
+): Record<IpFamily, string[]> {
+  const out: Record<IpFamily, string[]> = { 4: [], 6: [] };
+  for (const v of values) {
+    const ip = typeof v === "string" ? parseIP(v) : null;
+    if (!ip) {
+      log(
+        "warn",
+        `service ${key}: ignoring ${field} value ${JSON.stringify(v)}: not an IP address`,
+        {
+          service: key,
+          field,
+          value: v,
+          expected: "an IPv4 or IPv6 address",
+        },
+      );
+      continue;
+    }
+    const text = formatIP(ip);
+    if (!out[ip.family].includes(text)) out[ip.family].push(text);
+  }
+  return out;
+}
+
+/**
+ * Parses one Service into its ServicePortInfos, both families. Returns []
+ * for a Service that is not proxied (headless, ExternalName,
+ * service-proxy-name label) or is invalid as a whole; invalid ports or
+ * values are skipped with one log line each naming the Service, the field,
+ * the value and what was expected.
+ */
+export function parseService(svc: V1Service, log: LogFn = consoleLog): ServicePortInfo[] {
+  const key = metaKey(svc);
+  if (!key) {
+    log("error", "ignoring Service without metadata.namespace/metadata.name", {
+      name: svc?.metadata?.name,
+      namespace: svc?.metadata?.namespace,
+    });
+    return [];
+  }
+  if (ignoreReason(svc) !== undefined) return [];
+  const spec = svc.spec!;
+  const bad = (field: string, value: unknown, expected: string, what = "Service") => {
+    log(
+      "error",
+      `service ${key}: ignoring ${what}: ${field} is ${
+        JSON.stringify(value)
+      }, expected ${expected}`,
+      {
+        service: key,
+        field,
+        value,
+        expected,
+      },
+    );
+  };
+
+  // ClusterIPs decide the families; a bad one invalidates the whole Service.
+  const rawClusterIPs = spec.clusterIPs && spec.clusterIPs.length > 0
+    ? spec.clusterIPs
+    : [spec.clusterIP];
+  const clusterIP: Partial<Record<IpFamily, string>> = {};
+  for (const [i, raw] of rawClusterIPs.entries()) {
+    const field = spec.clusterIPs && spec.clusterIPs.length > 0
+      ? `spec.clusterIPs[${i}]`
+      : "spec.clusterIP";
+    const ip = typeof raw === "string" ? parseIP(raw) : null;
+    if (!ip) {
+      bad(field, raw, "an IPv4 or IPv6 address");
+      return [];
+    }
+    if (clusterIP[ip.family] !== undefined) {
+      bad(field, raw, `at most one IPv${ip.family} address in spec.clusterIPs`);
+      return [];
+    }
+    clusterIP[ip.family] = formatIP(ip);
+  }
+
+  const type = spec.type ?? "ClusterIP";
+  const externalIPs = splitIPs(spec.externalIPs ?? [], "spec.externalIPs", key, log);
+  const lbIngress = (svc.status?.loadBalancer?.ingress ?? [])
+    .filter((ing) => ing && typeof ing.ip === "string" && ing.ip !== "" && ing.ipMode !== "Proxy")
+    .map((ing) => ing.ip);
+  const lbIPs = splitIPs(lbIngress, "status.loadBalancer.ingress[].ip", key, log);
+  const ranges: Record<IpFamily, string[]> = { 4: [], 6: [] };
+  for (const raw of spec.loadBalancerSourceRanges ?? []) {
+    // Validation lets whitespace padding through, so trim like upstream does.
+    const c = typeof raw === "string" ? canonicalCIDR(raw.trim()) : null;
+    if (!c) {
+      log(
+        "warn",
+        `service ${key}: ignoring spec.loadBalancerSourceRanges value ${
+          JSON.stringify(raw)
+        }: not a CIDR`,
+        {
+          service: key,
+          field: "spec.loadBalancerSourceRanges",
+          value: raw,
+          expected: "a CIDR such as 198.18.0.0/16 or 2001:db8::/32",
+        },
+      );
+      continue;
+    }
+    const fam: IpFamily = c.includes(":") ? 6 : 4;
+    if (!ranges[fam].includes(c)) ranges[fam].push(c);
+  }
+
+  let sticky = 0;
+  if (spec.sessionAffinity === "ClientIP") {
+    const t = spec.sessionAffinityConfig?.clientIP?.timeoutSeconds;
+    if (t === undefined || t === null) sticky = DEFAULT_STICKY_MAX_AGE_SECONDS;
+    else if (Number.isInteger(t) && t >= 1 && t <= 86400) sticky = t;
+    else {
+      bad("spec.sessionAffinityConfig.clientIP.timeoutSeconds", t, "an integer from 1 to 86400");
+      return [];
+    }
+  }
+
+  const externallyAccessible = type === "LoadBalancer" || type === "NodePort" ||
+    (type === "ClusterIP" && (spec.externalIPs?.length ?? 0) > 0);
+  const externalPolicyLocal = externallyAccessible && spec.externalTrafficPolicy === "Local";
+  const internalPolicyLocal = spec.internalTrafficPolicy === "Local";
+  let healthCheckNodePort = 0;
+  if (type === "LoadBalancer" && externalPolicyLocal) {
+    const h = spec.healthCheckNodePort;
+    if (h === undefined || h === null || h === 0) {
+      log(
+        "warn",
+        `service ${key}: spec.healthCheckNodePort is missing; no health check will be served`,
+        {
+          service: key,
+          field: "spec.healthCheckNodePort",
+          value: h,
+          expected: "a port from 1 to 65535 for a LoadBalancer with externalTrafficPolicy Local",
+        },
+      );
+    } else if (!isPort(h, false)) {
+      bad("spec.healthCheckNodePort", h, "a port from 1 to 65535");
+      return [];
+    } else healthCheckNodePort = h;
+  }
+
+  const out: ServicePortInfo[] = [];
+  const seen = new Set<string>();
+  for (const [i, p] of (spec.ports ?? []).entries()) {
+    const portName = p?.name ?? "";
+    const what = `port ${JSON.stringify(portName)}`;
+    const protocol = p?.protocol ?? "TCP";
+    if (typeof portName !== "string") {
+      bad(`spec.ports[${i}].name`, portName, "a string", "port");
+      continue;
+    }
+    if (!PROTOCOLS.has(protocol)) {
+      bad(`spec.ports[${i}].protocol`, protocol, "TCP, UDP or SCTP", what);
+      continue;
+    }
+    if (!isPort(p.port, false)) {
+      bad(`spec.ports[${i}].port`, p.port, "an integer from 1 to 65535", what);
+      continue;
+    }
+    const nodePort = p.nodePort ?? 0;
+    if (!isPort(nodePort, true)) {
+      bad(`spec.ports[${i}].nodePort`, nodePort, "0 or an integer from 1 to 65535", what);
+      continue;
+    }
+    if (seen.has(portName)) {
+      bad(`spec.ports[${i}].name`, portName, "a name unique within the Service", what);
+      continue;
+    }
+    seen.add(portName);
+    for (const family of [4, 6] as const) {
+      const cip = clusterIP[family];
+      if (cip === undefined) continue;
+      out.push({
+        id: `${key}:${portName}`,
+        namespace: svc.metadata!.namespace!,
+        name: svc.metadata!.name!,
+        portName,
+        protocol: protocol as Protocol,
+        family,
+        clusterIP: cip,
+        port: p.port,
+        nodePort,
+        externalIPs: externalIPs[family],
+        loadBalancerIPs: lbIPs[family],
+        loadBalancerSourceRanges: ranges[family],
+        stickyMaxAgeSeconds: sticky,
+        externalPolicyLocal,
+        internalPolicyLocal,
+        healthCheckNodePort,
+      });
+    }
+  }
+  return out;
+}
+
+/** Whether two ServicePortInfos are identical in every field. */
+export function sameServicePort(
+  a: ServicePortInfo | undefined,
+  b: ServicePortInfo | undefined,
+): boolean {
+  if (a === b) return true;
+  if (!a || !b) return false;
+  return a.id === b.id && a.family === b.family && a.protocol === b.protocol &&
+    a.clusterIP === b.clusterIP && a.port === b.port && a.nodePort === b.nodePort &&
+    a.stickyMaxAgeSeconds === b.stickyMaxAgeSeconds &&
+    a.externalPolicyLocal === b.externalPolicyLocal &&
+    a.internalPolicyLocal === b.internalPolicyLocal &&
+    a.healthCheckNodePort === b.healthCheckNodePort &&
+    a.namespace === b.namespace && a.name === b.name && a.portName === b.portName &&
+    sameList(a.externalIPs, b.externalIPs) && sameList(a.loadBalancerIPs, b.loadBalancerIPs) &&
+    sameList(a.loadBalancerSourceRanges, b.loadBalancerSourceRanges);
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+function samePorts(a: readonly ServicePortInfo[], b: readonly ServicePortInfo[]): boolean {
+  return a.length === b.length && a.every((p, i) => sameServicePort(p, b[i]));
+}
+
+/** One Service's net change since the last checkout. */
+export interface ServiceChange {
+  previous: readonly ServicePortInfo[];
+  current: readonly ServicePortInfo[];
+}
+
+/** Accumulates Service changes between syncs. */
+export class ServiceTracker {
+  #applied = new Map<string, readonly ServicePortInfo[]>();
+  #pending = new Map<string, readonly ServicePortInfo[]>();
+  #log: LogFn;
+
+  /** @param log where validation problems are reported. */
+  constructor(log: LogFn = consoleLog) {
+    this.#log = log;
+  }
+
+  /**
+   * Records an add (prev null), update, or delete (cur null). Returns
+   * whether it changed what the next checkout will report.
+   */
+  update(prev: V1Service | null, cur: V1Service | null): boolean {
+    // A re-delivered version cannot change anything (and must not log again).
+    if (sameVersion(prev, cur)) return false;
+    const key = metaKey(cur) ?? metaKey(prev);
+    if (!key) {
+      if (cur ?? prev) parseService((cur ?? prev)!, this.#log); // logs the missing metadata
+      return false;
+    }
+    const ports = cur ? parseService(cur, this.#log) : [];
+    const before = this.#pending.get(key);
+    const applied = this.#applied.get(key) ?? [];
+    if (samePorts(ports, applied)) this.#pending.delete(key);
+    else this.#pending.set(key, ports);
+    const after = this.#pending.get(key);
+    return before === undefined
+      ? after !== undefined
+      : after === undefined || !samePorts(before, after);
+  }
+
+  /** Number of Services with pending changes. */
+  get pendingCount(): number {
+    return this.#pending.size;
+  }
+
+  /** The applied ServicePortInfos of a Service (both families), [] when none. */
+  ports(key: string): readonly ServicePortInfo[] {
+    return this.#applied.get(key) ?? [];
+  }
+
+  /** Returns the pending changes by Service key and marks them applied. */
+  checkout(): Map<string, ServiceChange> {
+    const out = new Map<string, ServiceChange>();
+    for (const [key, current] of this.#pending) {
+      out.set(key, { previous: this.#applied.get(key) ?? [], current });
+      if (current.length === 0) this.#applied.delete(key);
+      else this.#applied.set(key, current);
+    }
+    this.#pending.clear();
+    return out;
+  }
+}
