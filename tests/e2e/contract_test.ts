@@ -1,0 +1,33 @@
+/**
+ * Real-kernel run of the nftables contract suite: starts
+ * tests/contract/real_contract_test.ts inside a fresh network namespace with
+ * KNP_IN_TEST_NETNS=1, so the same cases that FakeNftables passes
+ * (ffi/nftables/fake_contract_test.ts) are checked against the kernel.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { denoBin, e2eTest, repoRoot, withNetns } from "../netns.ts";
+
+e2eTest("nftables contract suite passes against the kernel", async () => {
+  await withNetns(1, async (ns) => {
+    const res = await ns.exec(
+      [
+        "env",
+        "KNP_IN_TEST_NETNS=1",
+        "NO_COLOR=1",
+        denoBin,
+        "test",
+        "-A",
+        `${repoRoot}/tests/contract/real_contract_test.ts`,
+      ],
+      { check: false },
+    );
+    const out = `${res.stdout}\n${res.stderr}`;
+    if (res.code !== 0) console.error(out);
+    assert.equal(res.code, 0, "contract suite failed against the kernel (output above)");
+    const m = /ok \| (\d+) passed \| 0 failed/.exec(out);
+    assert.ok(m !== null && Number(m[1]) > 0, `no contract case ran:\n${out}`);
+    assert.doesNotMatch(out, /ignored/i, "contract cases were skipped inside the namespace");
+  });
+});
