@@ -1,0 +1,240 @@
+/**
+ * Names of the table's fixed objects and of the per-service-port chains and
+ * sets. Per-service names follow upstream kube-proxy's scheme: a prefix, the
+ * first 8 characters of base32(sha256(base)) and the readable base, e.g.
+ * `service-ULMVA6XW-ns1/svc1/tcp/p80`, so that two names that differ in one
+ * character still look different and a truncated name stays unique.
+ *
+ * @module
+ */
+import type { ServicePortInfo } from "./model.ts";
+
+/** The table name used in both families. */
+export const TABLE = "kube-proxy";
+/** The table comment. */
+export const TABLE_COMMENT = "rules for kube-proxy";
+
+/** Fixed chain, set and map names. */
+export const N = {
+  filterPreroutingPreDnat: "filter-prerouting-pre-dnat",
+  filterOutputPreDnat: "filter-output-pre-dnat",
+  filterInput: "filter-input",
+  filterForward: "filter-forward",
+  filterOutput: "filter-output",
+  natPrerouting: "nat-prerouting",
+  natOutput: "nat-output",
+  natPostrouting: "nat-postrouting",
+  services: "services",
+  serviceEndpointsCheck: "service-endpoints-check",
+  nodeportEndpointsCheck: "nodeport-endpoints-check",
+  clusterIPsCheck: "cluster-ips-check",
+  firewallCheck: "firewall-check",
+  rejectChain: "reject-chain",
+  masquerading: "masquerading",
+  serviceIPs: "service-ips",
+  serviceNodePorts: "service-nodeports",
+  noEndpointServices: "no-endpoint-services",
+  noEndpointNodePorts: "no-endpoint-nodeports",
+  firewallIPs: "firewall-ips",
+  clusterIPs: "cluster-ips",
+  nodePortIPs: "nodeport-ips",
+  hairpin: "hairpin",
+} as const;
+
+/** nftables' NFT_NAME_MAXLEN is 256 including the NUL. */
+export const NAME_MAX = 255;
+/** Room left for the longest prefix (`external-`, `affinity-`, `firewall-`). */
+const BASE_MAX = NAME_MAX - 16;
+
+const B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+const K = new Uint32Array([
+  0x428a2f98,
+  0x71374491,
+  0xb5c0fbcf,
+  0xe9b5dba5,
+  0x3956c25b,
+  0x59f111f1,
+  0x923f82a4,
+  0xab1c5ed5,
+  0xd807aa98,
+  0x12835b01,
+  0x243185be,
+  0x550c7dc3,
+  0x72be5d74,
+  0x80deb1fe,
+  0x9bdc06a7,
+  0xc19bf174,
+  0xe49b69c1,
+  0xefbe4786,
+  0x0fc19dc6,
+  0x240ca1cc,
+  0x2de92c6f,
+  0x4a7484aa,
+  0x5cb0a9dc,
+  0x76f988da,
+  0x983e5152,
+  0xa831c66d,
+  0xb00327c8,
+  0xbf597fc7,
+  0xc6e00bf3,
+  0xd5a79147,
+  0x06ca6351,
+  0x14292967,
+  0x27b70a85,
+  0x2e1b2138,
+  0x4d2c6dfc,
+  0x53380d13,
+  0x650a7354,
+  0x766a0abb,
+  0x81c2c92e,
+  0x92722c85,
+  0xa2bfe8a1,
+  0xa81a664b,
+  0xc24b8b70,
+  0xc76c51a3,
+  0xd192e819,
+  0xd6990624,
+  0xf40e3585,
+  0x106aa070,
+  0x19a4c116,
+  0x1e376c08,
+  0x2748774c,
+  0x34b0bcb5,
+  0x391c0cb3,
+  0x4ed8aa4a,
+  0x5b9cca4f,
+  0x682e6ff3,
+  0x748f82ee,
+  0x78a5636f,
+  0x84c87814,
+  0x8cc70208,
+  0x90befffa,
+  0xa4506ceb,
+  0xbef9a3f7,
+  0xc67178f2,
+]);
+const W = new Uint32Array(64);
+const encoder = new TextEncoder();
+const BUF = new Uint8Array(1024);
+const BUF_VIEW = new DataView(BUF.buffer);
+
+/**
+ * First word pair of SHA-256(s) (FIPS 180-4). A small synchronous
+ * implementation: node:crypto's createHash costs ~20 us per call here, which
+ * dominates building 30k services.
+ */
+function sha256Head(s: string): [number, number] {
+  // Reuse one buffer: allocation per call shows up as GC time at 30k services.
+  let len = s.length * 3 + 72 <= BUF.length ? encoder.encodeInto(s, BUF).written : -1;
+  let buf = BUF;
+  if (len < 0) {
+    const msg = encoder.encode(s);
+    buf = new Uint8Array(msg.length + 72);
+    buf.set(msg);
+    len = msg.length;
+  }
+  const blocks = ((len + 8) >> 6) + 1;
+  const end = blocks * 64;
+  buf.fill(0, len, end);
+  buf[len] = 0x80;
+  const bitLen = len * 8;
+  const dv = buf === BUF ? BUF_VIEW : new DataView(buf.buffer);
+  dv.setUint32(end - 8, Math.floor(bitLen / 0x100000000));
+  dv.setUint32(end - 4, bitLen >>> 0);
+  let h0 = 0x6a09e667, h1 = 0xbb67ae85, h2 = 0x3c6ef372, h3 = 0xa54ff53a;
+  let h4 = 0x510e527f, h5 = 0x9b05688c, h6 = 0x1f83d9ab, h7 = 0x5be0cd19;
+  for (let off = 0; off < end; off += 64) {
+    for (let i = 0; i < 16; i++) W[i] = dv.getUint32(off + 4 * i);
+    for (let i = 16; i < 64; i++) {
+      const a = W[i - 15], b = W[i - 2];
+      const s0 = ((a >>> 7) | (a << 25)) ^ ((a >>> 18) | (a << 14)) ^ (a >>> 3);
+      const s1 = ((b >>> 17) | (b << 15)) ^ ((b >>> 19) | (b << 13)) ^ (b >>> 10);
+      W[i] = (W[i - 16] + s0 + W[i - 7] + s1) | 0;
+    }
+    let a = h0, b = h1, c = h2, d = h3, e = h4, f = h5, g = h6, h = h7;
+    for (let i = 0; i < 64; i++) {
+      const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+      const t1 = (h + S1 + ((e & f) ^ (~e & g)) + K[i] + W[i]) | 0;
+      const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+      const t2 = (S0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+      h = g;
+      g = f;
+      f = e;
+      e = (d + t1) | 0;
+      d = c;
+      c = b;
+      b = a;
+      a = (t1 + t2) | 0;
+    }
+    h0 = (h0 + a) | 0;
+    h1 = (h1 + b) | 0;
+    h2 = (h2 + c) | 0;
+    h3 = (h3 + d) | 0;
+    h4 = (h4 + e) | 0;
+    h5 = (h5 + f) | 0;
+    h6 = (h6 + g) | 0;
+    h7 = (h7 + h) | 0;
+  }
+  return [h0 >>> 0, h1 >>> 0];
+}
+
+/** First 8 characters of the RFC 4648 base32 encoding of sha256(s). */
+export function hash8(s: string): string {
+  const [w0, w1] = sha256Head(s);
+  // 8 base32 characters = the first 40 bits: all of w0 and the top byte of w1.
+  const hi = w0, lo = w1 >>> 24;
+  let out = "";
+  for (let i = 0; i < 8; i++) {
+    const shift = 35 - 5 * i; // bit offset of this 5-bit group within the 40 bits
+    const v = shift >= 8
+      ? (shift - 8 >= 27 ? hi >>> (shift - 8) : (hi >>> (shift - 8)) & 31)
+      : ((hi << (8 - shift)) | (lo >>> shift)) & 31;
+    out += B32[v & 31];
+  }
+  return out;
+}
+
+/** `HASH-base`, truncated (keeping it unique through the hash) to fit any prefix. */
+export function hashAndTruncate(base: string): string {
+  const name = `${hash8(base)}-${base}`;
+  return name.length > BASE_MAX ? name.slice(0, BASE_MAX - 3) + "..." : name;
+}
+
+/** The readable base of a service port's names: `ns/name/proto/portName`. */
+export function servicePortBase(svc: ServicePortInfo): string {
+  return `${svc.namespace}/${svc.name}/${svc.protocol.toLowerCase()}/${svc.portName}`;
+}
+
+/** All chain names of one service port. */
+export interface ServiceChainNames {
+  /** Cluster traffic policy chain (all usable endpoints). */
+  cluster: string;
+  /** Local traffic policy chain (endpoints on this node). */
+  local: string;
+  /** Entry for NodePort / externalIP / LoadBalancer traffic. */
+  external: string;
+  /** loadBalancerSourceRanges filter. */
+  firewall: string;
+}
+
+/** Chain names for a service port; computed once per build. */
+export function serviceChainNames(svc: ServicePortInfo): ServiceChainNames {
+  const h = hashAndTruncate(servicePortBase(svc));
+  return {
+    cluster: `service-${h}`,
+    local: `local-${h}`,
+    external: `external-${h}`,
+    firewall: `firewall-${h}`,
+  };
+}
+
+/**
+ * Name of the ClientIP-affinity set of one endpoint of a service port:
+ * `affinity-HASH-ns/name/proto/port__ip/port`. IPv6 colons become dots, as
+ * colons are not allowed in nft identifiers.
+ */
+export function affinitySetName(svc: ServicePortInfo, ip: string, port: number): string {
+  const base = `${servicePortBase(svc)}__${ip.replaceAll(":", ".")}/${port}`;
+  return `affinity-${hashAndTruncate(base)}`;
+}
