@@ -59,7 +59,7 @@ export interface AgentConfig {
   podBridgeInterface?: string;
   /** --pod-interface-name-prefix / detectLocal.interfaceNamePrefix. */
   podInterfaceNamePrefix?: string;
-  /** --nodeport-addresses / nodePortAddresses: CIDRs, or ["primary"]; [] = all local IPs. */
+  /** --nodeport-addresses / nodePortAddresses: CIDRs, or ["primary"]; [] = primary (nftables mode default). */
   nodePortAddresses: string[];
   /** --masquerade-all / nftables.masqueradeAll. */
   masqueradeAll: boolean;
@@ -451,7 +451,8 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "nodePortAddresses",
     form: `comma-separated CIDRs, or "primary"`,
     convert: nodePortList,
-    help: "Node IPs that accept NodePort traffic. Empty = all local addresses.",
+    help:
+      "Node IPs that accept NodePort traffic. Empty = the node's primary IPs (use 0.0.0.0/0,::/0 for all).",
   },
   {
     name: "masquerade-all",

@@ -1,0 +1,381 @@
+/**
+ * The agent program: parses flags, connects to the cluster, and runs the
+ * informers, the sync engine, the conntrack work and the HTTP servers on one
+ * event loop until SIGTERM/SIGINT (which leave the rules in place).
+ *
+ * @module
+ */
+import { AGENT_VERSION, type AgentConfig, parseArgs, usage, UsageError } from "./flags.ts";
+import { Logger, type LogSink } from "./log.ts";
+import { createMetrics, serveMetrics } from "./metrics.ts";
+import { ProxierHealthServer, ServiceHealthServers } from "./health.ts";
+import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
+import { type ProxyInformers, startProxyInformers } from "./informers.ts";
+import { type Family, SyncEngine } from "./engine.ts";
+import { setLibraryDir } from "../ffi/libpath.ts";
+import { openNftables } from "../ffi/nftables/client.ts";
+import { DryRunNftables } from "../ffi/nftables/dry_run.ts";
+import { type NftablesClient, NftablesError, Transaction } from "../ffi/nftables/types.ts";
+import { LibraryNotFoundError } from "../ffi/conntrack/types.ts";
+import { openConntrack } from "../ffi/conntrack/client.ts";
+import { ClusterState } from "../proxier/cluster_state.ts";
+import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
+import type { ProxierConfig } from "../proxier/model.ts";
+import { Proxier } from "../proxier/proxier.ts";
+import { TABLE } from "../proxier/names.ts";
+import { ReconcileWorker } from "../conntrack/worker.ts";
+import { applyConntrackSysctls } from "../conntrack/sysctl.ts";
+
+/** How long to wait for this node's Node object before picking IP families without it. */
+const NODE_WAIT_MS = 30_000;
+
+const FAMILY_NAME: Record<Family, "ip" | "ip6"> = { 4: "ip", 6: "ip6" };
+
+/** Maps the agent's flags to the rule builder's settings. */
+export function proxierConfig(cfg: AgentConfig): ProxierConfig {
+  let localDetector: ProxierConfig["localDetector"];
+  switch (cfg.detectLocalMode) {
+    case "ClusterCIDR":
+      localDetector = cfg.clusterCIDRs.length > 0
+        ? { mode: "ClusterCIDR", cidrs: cfg.clusterCIDRs }
+        : { mode: "None" };
+      break;
+    case "NodeCIDR":
+      localDetector = { mode: "NodeCIDR" };
+      break;
+    case "BridgeInterface":
+      localDetector = { mode: "BridgeInterface", interface: cfg.podBridgeInterface ?? "" };
+      break;
+    case "InterfaceNamePrefix":
+      localDetector = { mode: "InterfaceNamePrefix", prefix: cfg.podInterfaceNamePrefix ?? "" };
+      break;
+  }
+  return {
+    masqueradeAll: cfg.masqueradeAll,
+    masqueradeBit: cfg.masqueradeBit,
+    localDetector,
+    // Empty means "primary", kube-proxy's nftables-mode default.
+    nodePortAddresses: cfg.nodePortAddresses,
+  };
+}
+
+function openClient(f: Family, dryRun: boolean): NftablesClient {
+  return dryRun ? new DryRunNftables(FAMILY_NAME[f], TABLE) : openNftables(FAMILY_NAME[f], TABLE);
+}
+
+/** `--cleanup`: deletes our tables (missing ones are fine). */
+async function cleanup(log: Logger): Promise<number> {
+  let failed = false;
+  for (const f of [4, 6] as Family[]) {
+    const client = openNftables(FAMILY_NAME[f], TABLE);
+    try {
+      await client.run(new Transaction().delete({ kind: "table" }));
+      log.info("Deleted table", { table: `${FAMILY_NAME[f]} ${TABLE}` });
+    } catch (err) {
+      if (err instanceof NftablesError && err.notFound) {
+        log.info("No table to delete", { table: `${FAMILY_NAME[f]} ${TABLE}` });
+      } else {
+        failed = true;
+        log.error("Cannot delete table", err, { table: `${FAMILY_NAME[f]} ${TABLE}` });
+      }
+    } finally {
+      client.close();
+    }
+  }
+  return failed ? 1 : 0;
+}
+
+/** IP families to run: those of the Node's primary IPs (InternalIP, else ExternalIP) and --bind-address. */
+export function nodeFamilies(node: V1Node | undefined, bindAddress: string): Family[] {
+  const fams = new Set<Family>();
+  const addrs = node?.status?.addresses ?? [];
+  for (const type of ["InternalIP", "ExternalIP"]) {
+    const ips = addrs.filter((a) => a.type === type && a.address).map((a) => a.address!);
+    for (const ip of ips) fams.add(ip.includes(":") ? 6 : 4);
+    if (ips.length > 0) break;
+  }
+  if (bindAddress && bindAddress !== "0.0.0.0" && bindAddress !== "::") {
+    fams.add(bindAddress.includes(":") ? 6 : 4);
+  }
+  return ([4, 6] as Family[]).filter((f) => fams.has(f));
+}
+
+/** Test hooks of {@link runAgent}. */
+export interface RunOptions {
+  /** Stops the agent like SIGTERM. */
+  signal?: AbortSignal;
+  /** Where log lines go (default stdout/stderr). */
+  sink?: LogSink;
+}
+
+/** Runs the agent with the given arguments; resolves with the exit code. */
+export async function runAgent(argv: string[], opts: RunOptions = {}): Promise<number> {
+  let cfg: AgentConfig;
+  try {
+    cfg = parseArgs(argv);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      console.error(`kube-nft-proxy: ${err.message}\nRun 'kube-nft-proxy --help' for usage.`);
+      return 2;
+    }
+    throw err;
+  }
+  if (cfg.help) {
+    console.log(usage());
+    return 0;
+  }
+  if (cfg.version) {
+    console.log(AGENT_VERSION);
+    return 0;
+  }
+  const log = new Logger({ verbosity: cfg.verbosity, format: cfg.loggingFormat, sink: opts.sink });
+  for (const w of cfg.warnings) log.warn(w);
+  const libDir = cfg.libDir ?? Deno.env.get("KUBE_NFT_PROXY_LIB_DIR");
+  if (libDir) setLibraryDir(libDir);
+
+  try {
+    if (cfg.cleanup) return await cleanup(log);
+    return await serve(cfg, log, opts.signal);
+  } catch (err) {
+    if (err instanceof LibraryNotFoundError || err instanceof KubeConfigError) {
+      log.error(err.message);
+      return 1;
+    }
+    log.error("Fatal error", err);
+    return 1;
+  }
+}
+
+async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promise<number> {
+  const nodeName = (cfg.hostnameOverride ?? Deno.hostname()).trim().toLowerCase();
+  const kube = loadKubeConfig({ kubeconfig: cfg.kubeconfig, master: cfg.master });
+  log.info("Starting kube-nft-proxy", {
+    version: AGENT_VERSION,
+    node: nodeName,
+    apiServer: kube.server,
+    credentials: kube.source,
+    dryRun: cfg.dryRun,
+  });
+
+  // Fail early, before touching the cluster, when the libraries are missing.
+  if (!cfg.dryRun) openClient(4, false).close();
+
+  const metrics = createMetrics();
+  const health = new ProxierHealthServer({
+    healthTimeoutMs: 2 * cfg.syncPeriodMs,
+    metrics,
+    log: log.child("healthz"),
+  });
+  const servers: { close(): Promise<void> }[] = [];
+  if (!cfg.dryRun && cfg.healthzBindAddress) {
+    health.serve(cfg.healthzBindAddress);
+    servers.push(health);
+  }
+  if (!cfg.dryRun && cfg.metricsBindAddress) {
+    const m = serveMetrics(cfg.metricsBindAddress, metrics.registry);
+    servers.push({ close: () => m.shutdown() });
+  }
+  if (!cfg.dryRun) {
+    try {
+      applyConntrackSysctls({
+        maxPerCore: cfg.conntrack.maxPerCore,
+        min: cfg.conntrack.min,
+        tcpEstablishedTimeoutSeconds: cfg.conntrack.tcpEstablishedTimeoutMs / 1000,
+        tcpCloseWaitTimeoutSeconds: cfg.conntrack.tcpCloseWaitTimeoutMs / 1000,
+        tcpBeLiberal: cfg.conntrack.tcpBeLiberal,
+        udpTimeoutSeconds: cfg.conntrack.udpTimeoutMs / 1000,
+        udpStreamTimeoutSeconds: cfg.conntrack.udpStreamTimeoutMs / 1000,
+      }, { log: (msg: string) => log.warn(msg) });
+    } catch (err) {
+      log.error("Cannot apply conntrack sysctls; continuing without them", err);
+    }
+  }
+
+  const stateLog = (
+    level: "info" | "warn" | "error",
+    msg: string,
+    fields?: Record<string, unknown>,
+  ) => {
+    if (level === "error") log.error(msg, undefined, fields);
+    else if (level === "warn") log.warn(msg, fields);
+    else log.info(msg, fields, 2);
+  };
+  const state = new ClusterState({
+    nodeName,
+    bindAddress: cfg.bindAddress ? [cfg.bindAddress] : [],
+    log: stateLog,
+  });
+
+  // Events arriving before the engine exists go straight into the state.
+  let engine: SyncEngine | undefined;
+  const synced = new Set<"services" | "endpointSlices">();
+  let lastNode: V1Node | undefined;
+  let nodeSeen: () => void = () => {};
+  const nodeArrived = new Promise<void>((res) => (nodeSeen = res));
+  const handlers = {
+    services: {
+      onAdd: (o: unknown) =>
+        rec(
+          () => engine!.recordService(null, o as V1Service),
+          () => state.updateService(null, o as V1Service),
+        ),
+      onUpdate: (a: unknown, b: unknown) =>
+        rec(
+          () => engine!.recordService(a as V1Service, b as V1Service),
+          () => state.updateService(a as V1Service, b as V1Service),
+        ),
+      onDelete: (o: unknown) =>
+        rec(
+          () => engine!.recordService(o as V1Service, null),
+          () => state.updateService(o as V1Service, null),
+        ),
+      onSynced: () => markSynced("services"),
+    },
+    endpointSlices: {
+      onAdd: (o: unknown) =>
+        rec(
+          () => engine!.recordEndpointSlice(null, o as EndpointSlice),
+          () => state.updateEndpointSlice(null, o as EndpointSlice),
+        ),
+      onUpdate: (a: unknown, b: unknown) =>
+        rec(
+          () => engine!.recordEndpointSlice(a as EndpointSlice, b as EndpointSlice),
+          () => state.updateEndpointSlice(a as EndpointSlice, b as EndpointSlice),
+        ),
+      onDelete: (o: unknown) =>
+        rec(
+          () => engine!.recordEndpointSlice(o as EndpointSlice, null),
+          () => state.updateEndpointSlice(o as EndpointSlice, null),
+        ),
+      onSynced: () => markSynced("endpointSlices"),
+    },
+    node: {
+      onAdd: (o: unknown) => {
+        rec(() => engine!.recordNode(o as V1Node), () => state.updateNode(o as V1Node));
+        health.setNode(o as never);
+        lastNode = o as V1Node;
+        nodeSeen();
+      },
+      onUpdate: (_a: unknown, b: unknown) => {
+        rec(() => engine!.recordNode(b as V1Node), () => state.updateNode(b as V1Node));
+        health.setNode(b as never);
+      },
+      onDelete: () => {
+        rec(() => engine!.recordNode(null), () => state.updateNode(null));
+        health.setNode(undefined);
+      },
+    },
+    serviceCIDRs: {
+      onAdd: (o: unknown) =>
+        rec(
+          () => engine!.recordServiceCIDR(null, o as ServiceCIDR),
+          () => state.updateServiceCIDR(null, o as ServiceCIDR),
+        ),
+      onUpdate: (a: unknown, b: unknown) =>
+        rec(
+          () => engine!.recordServiceCIDR(a as ServiceCIDR, b as ServiceCIDR),
+          () => state.updateServiceCIDR(a as ServiceCIDR, b as ServiceCIDR),
+        ),
+      onDelete: (o: unknown) =>
+        rec(
+          () => engine!.recordServiceCIDR(o as ServiceCIDR, null),
+          () => state.updateServiceCIDR(o as ServiceCIDR, null),
+        ),
+    },
+  };
+  function rec(withEngine: () => void, early: () => unknown): void {
+    if (engine) withEngine();
+    else early();
+  }
+  function markSynced(what: "services" | "endpointSlices"): void {
+    synced.add(what);
+    engine?.markSynced(what);
+  }
+
+  const informers: ProxyInformers = startProxyInformers({
+    kc: kube.kc,
+    nodeName,
+    handlers,
+    onHealth: (resource, ok) => health.setWatchHealthy(resource, ok),
+    log: log.child("informers"),
+  });
+
+  let stopping = false;
+  let resolveStop: () => void = () => {};
+  const stopped = new Promise<void>((res) => (resolveStop = res));
+  const onSignal = () => {
+    if (stopping) return;
+    stopping = true;
+    log.info("Shutting down; rules stay in place");
+    resolveStop();
+  };
+  const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
+  for (const s of signals) Deno.addSignalListener(s, onSignal);
+  signal?.addEventListener("abort", onSignal);
+
+  // The IP families follow from the node's IPs, so wait (bounded) for the Node.
+  const timer = new Promise<void>((res) => setTimeout(res, NODE_WAIT_MS));
+  await Promise.race([nodeArrived, timer, stopped]);
+  let families = nodeFamilies(lastNode, cfg.bindAddress);
+  if (families.length === 0) {
+    log.warn("No node IP known (Node object missing or without addresses); running IPv4 only", {
+      node: nodeName,
+    });
+    families = [4];
+  }
+
+  const pcfg = proxierConfig(cfg);
+  const clients: NftablesClient[] = [];
+  const proxiers: Partial<Record<Family, Proxier>> = {};
+  let adopted = false;
+  for (const f of families) {
+    const client = openClient(f, cfg.dryRun);
+    clients.push(client);
+    if (!cfg.dryRun && (await client.listChains()).length > 0) adopted = true;
+    proxiers[f] = new Proxier({
+      client,
+      config: pcfg,
+      fullSyncPeriodMs: cfg.fullSyncPeriodMs,
+      log: stateLog,
+    });
+  }
+  if (adopted) {
+    log.info("Adopting the existing kube-proxy tables; the first sync rewrites them atomically");
+  }
+
+  const worker = cfg.dryRun ? undefined : new ReconcileWorker();
+  const serviceHealth = cfg.dryRun ? undefined : new ServiceHealthServers({
+    proxyHealthy: () => health.health().healthy,
+    log: log.child("service-health"),
+  });
+  engine = new SyncEngine({
+    state,
+    proxiers,
+    minSyncPeriodMs: cfg.minSyncPeriodMs,
+    syncPeriodMs: cfg.syncPeriodMs,
+    log,
+    metrics,
+    health,
+    serviceHealth,
+    conntrack: cfg.dryRun ? undefined : openConntrack,
+    reconcile: worker && cfg.conntrackReconcilerPeriodMs > 0
+      ? { fn: (f, s) => worker.reconcile(f, s), periodMs: cfg.conntrackReconcilerPeriodMs }
+      : undefined,
+    adopted,
+  });
+  for (const s of synced) engine.markSynced(s);
+  log.info("Running", { families: families.map((f) => `IPv${f}`).join(",") });
+  engine.start();
+  engine.requestSync();
+
+  await stopped;
+  for (const s of signals) Deno.removeSignalListener(s, onSignal);
+  await informers.stop();
+  await engine.stop();
+  worker?.close();
+  await serviceHealth?.close();
+  for (const s of servers) await s.close();
+  for (const c of clients) c.close();
+  log.info("Stopped");
+  return 0;
+}

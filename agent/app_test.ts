@@ -1,0 +1,66 @@
+import assert from "node:assert/strict";
+import { nodeFamilies, proxierConfig, runAgent } from "./app.ts";
+import { parseArgs } from "./flags.ts";
+
+Deno.test("IP families follow the Node's primary IPs, then --bind-address", () => {
+  const node = (addrs: [string, string][]) => ({
+    status: { addresses: addrs.map(([type, address]) => ({ type, address })) },
+  });
+  assert.deepEqual(nodeFamilies(node([["InternalIP", "198.18.0.1"]]), "0.0.0.0"), [4]);
+  assert.deepEqual(
+    nodeFamilies(node([["InternalIP", "198.18.0.1"], ["InternalIP", "2001:db8::1"]]), ""),
+    [4, 6],
+  );
+  // ExternalIP only counts when there is no InternalIP.
+  assert.deepEqual(
+    nodeFamilies(node([["InternalIP", "2001:db8::1"], ["ExternalIP", "198.18.0.1"]]), "0.0.0.0"),
+    [6],
+  );
+  assert.deepEqual(nodeFamilies(undefined, "198.18.0.7"), [4]);
+  assert.deepEqual(nodeFamilies(undefined, "0.0.0.0"), []);
+});
+
+Deno.test("flags map onto the rule builder's settings", () => {
+  const c1 = proxierConfig(parseArgs(["--cluster-cidr=198.18.0.0/16", "--masquerade-all"]));
+  assert.deepEqual(c1.localDetector, { mode: "ClusterCIDR", cidrs: ["198.18.0.0/16"] });
+  assert.equal(c1.masqueradeAll, true);
+  assert.equal(c1.masqueradeBit, 14);
+  assert.deepEqual(proxierConfig(parseArgs([])).localDetector, { mode: "None" });
+  const c2 = proxierConfig(
+    parseArgs(["--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth"]),
+  );
+  assert.deepEqual(c2.localDetector, { mode: "InterfaceNamePrefix", prefix: "veth" });
+  assert.deepEqual(proxierConfig(parseArgs(["--nodeport-addresses=primary"])).nodePortAddresses, [
+    "primary",
+  ]);
+});
+
+Deno.test("bad flags exit 2 with a message naming the flag; --version exits 0", async () => {
+  const errs: string[] = [];
+  const orig = console.error;
+  console.error = (m: string) => errs.push(m);
+  try {
+    assert.equal(await runAgent(["--sync-period=soon"]), 2);
+    assert.equal(await runAgent(["--no-such-flag"]), 2);
+  } finally {
+    console.error = orig;
+  }
+  assert.match(errs[0], /--sync-period/);
+  assert.match(errs[1], /--no-such-flag/);
+  const out: string[] = [];
+  const origLog = console.log;
+  console.log = (m: string) => out.push(m);
+  try {
+    assert.equal(await runAgent(["--version"]), 0);
+  } finally {
+    console.log = origLog;
+  }
+  assert.match(out[0], /kube-nft-proxy v/);
+});
+
+Deno.test("an unusable kubeconfig is a clear error, not a crash", async () => {
+  const lines: string[] = [];
+  const sink = { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) };
+  assert.equal(await runAgent(["--kubeconfig=/nonexistent/kubeconfig", "--dry-run"], { sink }), 1);
+  assert.ok(lines.some((l) => l.includes("/nonexistent/kubeconfig")), lines.join("\n"));
+});

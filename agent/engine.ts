@@ -1,0 +1,330 @@
+/**
+ * The sync engine: the one loop between the informers and the kernel.
+ *
+ * Informer callbacks only record changes (`record*`) and request a sync. The
+ * bounded-frequency runner then applies the pending changes, syncs each IP
+ * family's proxier, and after a commit does the follow-up work: metrics,
+ * health, stale UDP conntrack cleanup and the HealthCheckNodePort servers.
+ * A periodic conntrack reconcile runs from the same loop, on a worker thread.
+ *
+ * @module
+ */
+import type { ConntrackClient } from "../ffi/conntrack/types.ts";
+import type { ProxyState, StaleReport } from "../proxier/model.ts";
+import type { ClusterState } from "../proxier/cluster_state.ts";
+import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
+import type { Proxier, SyncResult } from "../proxier/proxier.ts";
+import { BoundedFrequencyRunner } from "../proxier/runner.ts";
+import { cleanupStale } from "../conntrack/cleanup.ts";
+import type { ReconcileResult } from "../conntrack/reconciler.ts";
+import type { Logger } from "./log.ts";
+import type { IPFamilyLabel, ProxyMetrics } from "./metrics.ts";
+import type {
+  HealthNode,
+  ProxierHealthServer,
+  ServiceHealthEntry,
+  ServiceHealthServers,
+} from "./health.ts";
+
+/** IP family number. */
+export type Family = 4 | 6;
+
+/** Runs a reconcile of one family (the ReconcileWorker in production, in-thread in tests). */
+export type ReconcileFn = (family: Family, state: ProxyState) => Promise<ReconcileResult>;
+
+/** Settings and collaborators of a {@link SyncEngine}. */
+export interface EngineOptions {
+  state: ClusterState;
+  /** One proxier per IP family this node runs. */
+  proxiers: Partial<Record<Family, Proxier>>;
+  minSyncPeriodMs: number;
+  syncPeriodMs: number;
+  log: Logger;
+  metrics?: ProxyMetrics;
+  health?: ProxierHealthServer;
+  serviceHealth?: ServiceHealthServers;
+  /** Opens the conntrack client for post-sync cleanup; omit to skip cleanup (dry run). */
+  conntrack?: () => ConntrackClient;
+  /** Periodic conntrack reconcile; omit to disable. */
+  reconcile?: { fn: ReconcileFn; periodMs: number };
+  /**
+   * Our table was already in the kernel at start-up (a restart). The first
+   * sync then does not flush flows of services that merely look "newly
+   * active": the rules that served them never went away.
+   */
+  adopted?: boolean;
+}
+
+const LABEL: Record<Family, IPFamilyLabel> = { 4: "IPv4", 6: "IPv6" };
+
+function emptyStale(r: StaleReport): boolean {
+  return r.servicesWithNewEndpoints.length === 0 && r.deletedEndpoints.length === 0;
+}
+
+/** The agent's sync loop. */
+export class SyncEngine {
+  readonly #o: EngineOptions;
+  readonly #runner: BoundedFrequencyRunner;
+  readonly #families: Family[];
+  #conntrack: ConntrackClient | undefined;
+  #reconcileTimer: ReturnType<typeof setInterval> | undefined;
+  #reconciling = false;
+  #firstSync = new Set<Family>();
+  #stopped = false;
+  /** Completed syncs (for tests and logs). */
+  syncs = 0;
+  /** The last sync's per-family results. */
+  lastResults: Partial<Record<Family, SyncResult>> = {};
+
+  constructor(opts: EngineOptions) {
+    this.#o = opts;
+    this.#families = ([4, 6] as Family[]).filter((f) => opts.proxiers[f] !== undefined);
+    for (const f of this.#families) this.#firstSync.add(f);
+    this.#runner = new BoundedFrequencyRunner(() => this.#syncOnce(), {
+      minInterval: opts.minSyncPeriodMs,
+      maxInterval: opts.syncPeriodMs,
+      onError: (err, n) => {
+        for (const f of this.#families) {
+          opts.metrics?.nftablesSyncFailuresTotal.inc({ ip_family: LABEL[f] });
+        }
+        opts.log.error("Sync failed; retrying with a full sync", err, { consecutiveFailures: n });
+      },
+    });
+  }
+
+  /** IP families this engine programs. */
+  get families(): readonly Family[] {
+    return this.#families;
+  }
+
+  /** Starts the runner (it waits for the informers' initial sync) and the reconciler. */
+  start(): void {
+    this.#runner.start();
+    const rc = this.#o.reconcile;
+    if (rc && rc.periodMs > 0) {
+      this.#reconcileTimer = setInterval(() => void this.reconcileNow(), rc.periodMs);
+    }
+  }
+
+  /** Stops syncing. Rules stay in the kernel. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearInterval(this.#reconcileTimer);
+    await this.#runner.stop();
+    this.#conntrack?.close();
+    this.#conntrack = undefined;
+  }
+
+  /** A Service was added (prev null), updated or deleted (cur null). */
+  recordService(prev: V1Service | null, cur: V1Service | null): void {
+    if (this.#o.state.updateService(prev, cur)) {
+      this.#o.metrics?.serviceChangesTotal.inc();
+      this.#queued();
+    }
+  }
+
+  /** An EndpointSlice was added, updated or deleted. */
+  recordEndpointSlice(prev: EndpointSlice | null, cur: EndpointSlice | null): void {
+    if (this.#o.state.updateEndpointSlice(prev, cur)) {
+      this.#o.metrics?.endpointChangesTotal.inc();
+      this.#queued();
+    }
+  }
+
+  /** This node changed (null when deleted). */
+  recordNode(node: V1Node | null): void {
+    this.#o.health?.setNode((node ?? undefined) as HealthNode | undefined);
+    if (this.#o.state.updateNode(node)) this.#queued();
+  }
+
+  /** A ServiceCIDR was added, updated or deleted. */
+  recordServiceCIDR(prev: ServiceCIDR | null, cur: ServiceCIDR | null): void {
+    if (this.#o.state.updateServiceCIDR(prev, cur)) this.#queued();
+  }
+
+  /** An informer finished its initial list; nothing is programmed before both have. */
+  markSynced(what: "services" | "endpointSlices"): void {
+    for (const f of this.#families) this.#o.proxiers[f]!.markSynced(what);
+    this.#runner.run();
+  }
+
+  /** Requests a sync now (subject to the rate limit). */
+  requestSync(): void {
+    this.#runner.run();
+  }
+
+  #queued(): void {
+    const now = Date.now() / 1000;
+    for (const f of this.#families) {
+      this.#o.health?.queued(f);
+      this.#o.metrics?.syncProxyRulesLastQueuedTimestamp.set({ ip_family: LABEL[f] }, now);
+    }
+    this.#o.metrics?.serviceChangesPending.set(this.#o.state.pendingServiceChanges);
+    this.#o.metrics?.endpointChangesPending.set(this.#o.state.pendingEndpointChanges);
+    this.#runner.run();
+  }
+
+  async #syncOnce(): Promise<void> {
+    if (this.#stopped) return;
+    const { state, metrics, health, log } = this.#o;
+    if (!this.#families.every((f) => this.#o.proxiers[f]!.ready)) {
+      log.v(2)?.info("Not syncing rules until Services and EndpointSlices have been received");
+      return;
+    }
+    const t0 = performance.now();
+    const input = state.apply();
+    metrics?.serviceChangesPending.set(0);
+    metrics?.endpointChangesPending.set(0);
+    const nodeChanged = input.nodeChanged || input.serviceCIDRsChanged;
+    let failure: unknown;
+    let followUp: number | undefined;
+    for (const f of this.#families) {
+      const fam = input.families[f];
+      let res: SyncResult | null;
+      try {
+        res = await this.#o.proxiers[f]!.sync({
+          state: fam.state,
+          changed: fam.changed,
+          deleted: fam.deleted,
+          stale: fam.stale,
+          nodeChanged,
+        });
+      } catch (err) {
+        // The proxier forces its next sync full; the other family still syncs.
+        failure ??= err;
+        continue;
+      }
+      if (res === null) continue;
+      this.lastResults[f] = res;
+      const l = { ip_family: LABEL[f] };
+      metrics?.syncProxyRulesLatency.observe(l, res.seconds);
+      (res.full ? metrics?.syncFullProxyRulesLatency : metrics?.syncPartialProxyRulesLatency)
+        ?.observe(l, res.seconds);
+      const committedAt = Date.now();
+      metrics?.syncProxyRulesLastTimestamp.set(l, committedAt / 1000);
+      for (const t of input.triggerTimes) {
+        metrics?.networkProgrammingLatency.observe(l, Math.max(0, committedAt - t) / 1000);
+      }
+      this.#noLocalEndpointsMetric(f, fam.state);
+      health?.updated(f);
+      if (res.followUpMs !== undefined) {
+        followUp = Math.min(followUp ?? Infinity, res.followUpMs);
+      }
+      log.v(2)?.info("SyncProxyRules complete", {
+        ipFamily: LABEL[f],
+        full: res.full,
+        services: fam.state.services.size,
+        changed: fam.changed.size,
+        deleted: fam.deleted.size,
+        operations: res.ops,
+        transactions: res.txs,
+        elapsed: `${(res.seconds * 1000).toFixed(1)}ms`,
+      });
+      this.#cleanupConntrack(f, res.stale);
+      this.#firstSync.delete(f);
+    }
+    this.#syncServiceHealth(input.families);
+    if (followUp !== undefined) this.#runner.runAfter(followUp);
+    if (failure !== undefined) throw failure;
+    this.syncs++;
+    log.v(4)?.info("Sync loop iteration done", {
+      elapsed: `${(performance.now() - t0).toFixed(1)}ms`,
+    });
+  }
+
+  /** Stale UDP flows go only after the rules that replace them are committed. */
+  #cleanupConntrack(f: Family, report: StaleReport): void {
+    if (!this.#o.conntrack) return;
+    if (this.#firstSync.has(f) && this.#o.adopted) {
+      // After a restart every service looks newly active; flushing their
+      // flows would cut healthy clients. The reconciler handles real staleness.
+      report = { servicesWithNewEndpoints: [], deletedEndpoints: report.deletedEndpoints };
+    }
+    if (emptyStale(report)) return;
+    try {
+      this.#conntrack ??= this.#o.conntrack();
+      const res = cleanupStale(this.#conntrack, report, f);
+      if (res.deleted > 0 || res.errors > 0) {
+        this.#o.log.v(2)?.info("Deleted stale UDP conntrack entries", {
+          ipFamily: LABEL[f],
+          deleted: res.deleted,
+          errors: res.errors,
+        });
+      }
+    } catch (err) {
+      this.#conntrack?.close();
+      this.#conntrack = undefined;
+      this.#o.log.error("Conntrack cleanup failed; the reconciler will retry", err, {
+        ipFamily: LABEL[f],
+      });
+    }
+  }
+
+  /** Runs the conntrack reconciler over every family's programmed state. */
+  async reconcileNow(): Promise<void> {
+    const rc = this.#o.reconcile;
+    if (!rc || this.#reconciling || this.#stopped) return;
+    this.#reconciling = true;
+    try {
+      for (const f of this.#families) {
+        const programmed = this.#o.proxiers[f]!.programmed;
+        if (programmed === undefined) continue;
+        try {
+          const r = await rc.fn(f, programmed);
+          const l = { ip_family: LABEL[f] };
+          this.#o.metrics?.conntrackReconcilerSyncDuration.observe(l, r.seconds);
+          this.#o.metrics?.conntrackReconcilerDeletedEntriesTotal.inc(l, r.deleted);
+          this.#o.log.v(4)?.info("Conntrack reconcile done", {
+            ipFamily: LABEL[f],
+            scanned: r.scanned,
+            stale: r.stale,
+            deleted: r.deleted,
+            interrupted: r.interrupted,
+            elapsed: `${(r.seconds * 1000).toFixed(1)}ms`,
+          });
+        } catch (err) {
+          this.#o.log.error("Conntrack reconcile failed", err, { ipFamily: LABEL[f] });
+        }
+      }
+    } finally {
+      this.#reconciling = false;
+    }
+  }
+
+  #noLocalEndpointsMetric(f: Family, s: ProxyState): void {
+    const m = this.#o.metrics?.noLocalEndpointsTotal;
+    if (!m) return;
+    let internal = 0;
+    let external = 0;
+    for (const [id, svc] of s.services) {
+      if (!svc.internalPolicyLocal && !svc.externalPolicyLocal) continue;
+      const eps = s.endpoints.get(id) ?? [];
+      if (eps.length === 0 || eps.some((e) => e.isLocal && (e.ready || e.serving))) continue;
+      if (svc.internalPolicyLocal) internal++;
+      if (svc.externalPolicyLocal) external++;
+    }
+    m.set({ ip_family: LABEL[f], traffic_policy: "internal" }, internal);
+    m.set({ ip_family: LABEL[f], traffic_policy: "external" }, external);
+  }
+
+  /** HealthCheckNodePort servers follow eTP=Local services and their local endpoints. */
+  #syncServiceHealth(families: Record<Family, { state: ProxyState }>): void {
+    const sh = this.#o.serviceHealth;
+    if (!sh) return;
+    const ports = new Map<number, ServiceHealthEntry>();
+    for (const f of this.#families) {
+      const s = families[f].state;
+      for (const [id, svc] of s.services) {
+        if (svc.healthCheckNodePort === 0 || !svc.externalPolicyLocal) continue;
+        const eps = s.endpoints.get(id) ?? [];
+        const ready = eps.filter((e) => e.isLocal && e.ready).length;
+        const prev = ports.get(svc.healthCheckNodePort);
+        ports.set(svc.healthCheckNodePort, {
+          service: `${svc.namespace}/${svc.name}`,
+          localEndpoints: Math.max(prev?.localEndpoints ?? 0, ready),
+        });
+      }
+    }
+    void sh.sync(ports);
+  }
+}

@@ -1,0 +1,269 @@
+import assert from "node:assert/strict";
+import { SyncEngine } from "./engine.ts";
+import { Logger } from "./log.ts";
+import { createMetrics } from "./metrics.ts";
+import { ProxierHealthServer } from "./health.ts";
+import { FakeNftables } from "../ffi/nftables/fake.ts";
+import { FakeConntrack } from "../ffi/conntrack/fake.ts";
+import { ClusterState } from "../proxier/cluster_state.ts";
+import { Proxier } from "../proxier/proxier.ts";
+import type { EndpointSlice, V1Node, V1Service } from "../proxier/k8s_types.ts";
+import type { ProxierConfig } from "../proxier/model.ts";
+import { reconcile } from "../conntrack/reconciler.ts";
+import type { NftablesClient, Transaction } from "../ffi/nftables/types.ts";
+
+const NODE = "node-a";
+const CFG: ProxierConfig = {
+  masqueradeAll: false,
+  masqueradeBit: 14,
+  localDetector: { mode: "ClusterCIDR", cidrs: ["198.18.0.0/16"] },
+  nodePortAddresses: [],
+};
+
+const node: V1Node = {
+  metadata: { name: NODE, labels: {} },
+  status: { addresses: [{ type: "InternalIP", address: "198.18.0.1" }] },
+};
+
+function service(name: string, ip: string, protocol = "UDP"): V1Service {
+  return {
+    metadata: { namespace: "default", name, resourceVersion: "1" },
+    spec: { clusterIP: ip, clusterIPs: [ip], ports: [{ name: "p", protocol, port: 53 }] },
+  };
+}
+
+function slice(name: string, svc: string, ips: string[], rv = "1"): EndpointSlice {
+  return {
+    metadata: {
+      namespace: "default",
+      name,
+      resourceVersion: rv,
+      labels: { "kubernetes.io/service-name": svc },
+    },
+    addressType: "IPv4",
+    ports: [{ name: "p", protocol: "UDP", port: 5353 }],
+    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
+  };
+}
+
+/** A quiet logger. */
+function quiet(): Logger {
+  return new Logger({ verbosity: 0, sink: { out: () => {}, err: () => {} } });
+}
+
+interface Rig {
+  engine: SyncEngine;
+  nft: FakeNftables;
+  ct: FakeConntrack;
+  health: ProxierHealthServer;
+  metrics: ReturnType<typeof createMetrics>;
+}
+
+function rig(
+  opts: { client?: NftablesClient; adopted?: boolean; reconcile?: boolean } = {},
+): Rig {
+  const nft = new FakeNftables("ip", "kube-proxy");
+  const ct = new FakeConntrack();
+  ct.close = () => {}; // the engine closes its client on stop; the test still reads it
+  const metrics = createMetrics();
+  const health = new ProxierHealthServer({ healthTimeoutMs: 60_000, metrics });
+  const engine = new SyncEngine({
+    state: new ClusterState({ nodeName: NODE, log: () => {} }),
+    proxiers: { 4: new Proxier({ client: opts.client ?? nft, config: CFG, log: () => {} }) },
+    minSyncPeriodMs: 0,
+    syncPeriodMs: 60_000,
+    log: quiet(),
+    metrics,
+    health,
+    conntrack: () => ct,
+    reconcile: opts.reconcile
+      ? { fn: (_f, s) => Promise.resolve(reconcile(ct, 4, s)), periodMs: 0 }
+      : undefined,
+    adopted: opts.adopted,
+  });
+  return { engine, nft, ct, health, metrics };
+}
+
+/** Waits until the engine has completed `n` syncs. */
+async function syncs(e: SyncEngine, n: number): Promise<void> {
+  const until = Date.now() + 5000;
+  while (e.syncs < n) {
+    if (Date.now() > until) throw new Error(`only ${e.syncs} syncs, wanted ${n}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+Deno.test("nothing is programmed before Services and EndpointSlices have synced", async () => {
+  const { engine, nft } = rig();
+  engine.recordNode(node);
+  engine.recordService(null, service("dns", "198.19.0.53"));
+  engine.start();
+  engine.markSynced("services");
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(await nft.list(), null, "no table before both informers synced");
+  engine.markSynced("endpointSlices");
+  await syncs(engine, 1);
+  assert.ok(await nft.list(), "table programmed");
+  // No endpoints yet: the ClusterIP is rejected through the no-endpoint map.
+  const els = await nft.listElements("map", "no-endpoint-services");
+  assert.ok(els.some((e) => e.key[0] === "198.19.0.53"), "service programmed");
+  await engine.stop();
+});
+
+Deno.test("a change is a small partial sync; health and metrics follow the commit", async () => {
+  const { engine, nft, health, metrics } = rig();
+  engine.recordNode(node);
+  engine.recordService(null, service("dns", "198.19.0.53"));
+  engine.recordEndpointSlice(null, slice("dns-1", "dns", ["198.18.1.2"]));
+  engine.markSynced("services");
+  engine.markSynced("endpointSlices");
+  engine.start();
+  await syncs(engine, 1);
+  assert.equal(engine.lastResults[4]?.full, true, "first sync is full");
+  engine.recordEndpointSlice(
+    slice("dns-1", "dns", ["198.18.1.2"]),
+    slice("dns-1", "dns", ["198.18.1.2", "198.18.1.3"], "2"),
+  );
+  await syncs(engine, 2);
+  const r = engine.lastResults[4]!;
+  assert.equal(r.full, false, "an endpoint change is a partial sync");
+  assert.ok(nft.lastOpCount > 0 && nft.lastOpCount <= 10, `ops ${nft.lastOpCount}`);
+  assert.equal(health.health().healthy, true);
+  const text = await metrics.registry.metrics();
+  assert.match(
+    text,
+    /kubeproxy_sync_partial_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} 1/,
+  );
+  assert.match(text, /kubeproxy_sync_proxy_rules_endpoint_changes_total 2/);
+  await engine.stop();
+});
+
+Deno.test("stale UDP flows to a removed endpoint are deleted after the commit", async () => {
+  const { engine, ct } = rig();
+  engine.recordNode(node);
+  engine.recordService(null, service("dns", "198.19.0.53"));
+  engine.recordEndpointSlice(null, slice("dns-1", "dns", ["198.18.1.2"]));
+  engine.markSynced("services");
+  engine.markSynced("endpointSlices");
+  engine.start();
+  await syncs(engine, 1);
+  // A client's flow DNATed to the endpoint that is about to go, and an unrelated one.
+  ct.add({
+    origSrc: "198.18.3.2",
+    origSport: 4000,
+    origDst: "198.19.0.53",
+    origDport: 53,
+    replySrc: "198.18.1.2",
+    replySport: 5353,
+  });
+  ct.add({ origSrc: "198.18.3.2", origSport: 4001, origDst: "198.18.9.9", origDport: 53 });
+  engine.recordEndpointSlice(
+    slice("dns-1", "dns", ["198.18.1.2"]),
+    slice("dns-1", "dns", ["198.18.1.3"], "2"),
+  );
+  await syncs(engine, 2);
+  const left: string[] = [];
+  ct.dump(4, (e) => left.push(`${e.origDst}:${e.origDport}`));
+  assert.deepEqual(left, ["198.18.9.9:53"], "only the stale flow went");
+  await engine.stop();
+});
+
+Deno.test("after a restart the first sync does not flush flows of services that look new", async () => {
+  const { engine, ct } = rig({ adopted: true });
+  ct.add({
+    origSrc: "198.18.3.2",
+    origSport: 4000,
+    origDst: "198.19.0.53",
+    origDport: 53,
+    replySrc: "198.18.1.2",
+    replySport: 5353,
+  });
+  engine.recordNode(node);
+  engine.recordService(null, service("dns", "198.19.0.53"));
+  engine.recordEndpointSlice(null, slice("dns-1", "dns", ["198.18.1.2"]));
+  engine.markSynced("services");
+  engine.markSynced("endpointSlices");
+  engine.start();
+  await syncs(engine, 1);
+  let n = 0;
+  ct.dump(4, () => n++);
+  assert.equal(n, 1, "the healthy flow survives the adopting sync");
+  await engine.stop();
+});
+
+Deno.test("a failed transaction is counted and the next sync is full", async () => {
+  const nft = new FakeNftables("ip", "kube-proxy");
+  let failNext = false;
+  const flaky: NftablesClient = {
+    family: "ip",
+    table: "kube-proxy",
+    run: (tx: Transaction) => {
+      if (failNext) {
+        failNext = false;
+        return Promise.reject(new Error("injected failure"));
+      }
+      return nft.run(tx);
+    },
+    check: (tx) => nft.check(tx),
+    list: () => nft.list(),
+    listChains: () => nft.listChains(),
+    listElements: (k, n) => nft.listElements(k, n),
+    close: () => {},
+  };
+  const { engine, metrics } = rig({ client: flaky });
+  engine.recordNode(node);
+  engine.recordService(null, service("dns", "198.19.0.53"));
+  engine.markSynced("services");
+  engine.markSynced("endpointSlices");
+  engine.start();
+  await syncs(engine, 1);
+  failNext = true;
+  engine.recordService(null, service("dns2", "198.19.0.54"));
+  // The failed attempt does not count as a completed sync; the retry does.
+  await syncs(engine, 2);
+  assert.equal(engine.lastResults[4]?.full, true, "the retry after a failure is full");
+  const els = await nft.listElements("map", "no-endpoint-services");
+  assert.ok(els.some((e) => e.key[0] === "198.19.0.54"), "the change made it after the retry");
+  const text = await metrics.registry.metrics();
+  assert.match(
+    text,
+    /kubeproxy_sync_proxy_rules_nftables_sync_failures_total\{ip_family="IPv4"\} 1/,
+  );
+  await engine.stop();
+});
+
+Deno.test("the reconciler deletes flows whose reply source is not an endpoint", async () => {
+  const { engine, ct, metrics } = rig({ reconcile: true });
+  engine.recordNode(node);
+  engine.recordService(null, service("dns", "198.19.0.53"));
+  engine.recordEndpointSlice(null, slice("dns-1", "dns", ["198.18.1.3"]));
+  engine.markSynced("services");
+  engine.markSynced("endpointSlices");
+  engine.start();
+  await syncs(engine, 1);
+  ct.add({
+    origSrc: "198.18.3.2",
+    origSport: 4000,
+    origDst: "198.19.0.53",
+    origDport: 53,
+    replySrc: "198.18.1.2",
+    replySport: 5353,
+  });
+  ct.add({
+    origSrc: "198.18.3.2",
+    origSport: 4002,
+    origDst: "198.19.0.53",
+    origDport: 53,
+    replySrc: "198.18.1.3",
+    replySport: 5353,
+  });
+  await engine.reconcileNow();
+  const left: number[] = [];
+  ct.dump(4, (e) => left.push(e.origSport));
+  assert.deepEqual(left, [4002], "the flow to the live endpoint stays");
+  assert.match(
+    await metrics.registry.metrics(),
+    /kubeproxy_conntrack_reconciler_deleted_entries_total\{ip_family="IPv4"\} 1/,
+  );
+  await engine.stop();
+});
