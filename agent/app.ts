@@ -206,8 +206,8 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
     log: stateLog,
   });
 
-  // Events arriving before the engine exists go straight into the state.
-  let engine: SyncEngine | undefined;
+  // Set once the node's IP families are known; events before that go straight into the state.
+  const live: { engine?: SyncEngine } = {};
   const synced = new Set<"services" | "endpointSlices">();
   let lastNode: V1Node | undefined;
   let nodeSeen: () => void = () => {};
@@ -216,17 +216,17 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
     services: {
       onAdd: (o: unknown) =>
         rec(
-          () => engine!.recordService(null, o as V1Service),
+          () => live.engine!.recordService(null, o as V1Service),
           () => state.updateService(null, o as V1Service),
         ),
       onUpdate: (a: unknown, b: unknown) =>
         rec(
-          () => engine!.recordService(a as V1Service, b as V1Service),
+          () => live.engine!.recordService(a as V1Service, b as V1Service),
           () => state.updateService(a as V1Service, b as V1Service),
         ),
       onDelete: (o: unknown) =>
         rec(
-          () => engine!.recordService(o as V1Service, null),
+          () => live.engine!.recordService(o as V1Service, null),
           () => state.updateService(o as V1Service, null),
         ),
       onSynced: () => markSynced("services"),
@@ -234,62 +234,62 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
     endpointSlices: {
       onAdd: (o: unknown) =>
         rec(
-          () => engine!.recordEndpointSlice(null, o as EndpointSlice),
+          () => live.engine!.recordEndpointSlice(null, o as EndpointSlice),
           () => state.updateEndpointSlice(null, o as EndpointSlice),
         ),
       onUpdate: (a: unknown, b: unknown) =>
         rec(
-          () => engine!.recordEndpointSlice(a as EndpointSlice, b as EndpointSlice),
+          () => live.engine!.recordEndpointSlice(a as EndpointSlice, b as EndpointSlice),
           () => state.updateEndpointSlice(a as EndpointSlice, b as EndpointSlice),
         ),
       onDelete: (o: unknown) =>
         rec(
-          () => engine!.recordEndpointSlice(o as EndpointSlice, null),
+          () => live.engine!.recordEndpointSlice(o as EndpointSlice, null),
           () => state.updateEndpointSlice(o as EndpointSlice, null),
         ),
       onSynced: () => markSynced("endpointSlices"),
     },
     node: {
       onAdd: (o: unknown) => {
-        rec(() => engine!.recordNode(o as V1Node), () => state.updateNode(o as V1Node));
+        rec(() => live.engine!.recordNode(o as V1Node), () => state.updateNode(o as V1Node));
         health.setNode(o as never);
         lastNode = o as V1Node;
         nodeSeen();
       },
       onUpdate: (_a: unknown, b: unknown) => {
-        rec(() => engine!.recordNode(b as V1Node), () => state.updateNode(b as V1Node));
+        rec(() => live.engine!.recordNode(b as V1Node), () => state.updateNode(b as V1Node));
         health.setNode(b as never);
       },
       onDelete: () => {
-        rec(() => engine!.recordNode(null), () => state.updateNode(null));
+        rec(() => live.engine!.recordNode(null), () => state.updateNode(null));
         health.setNode(undefined);
       },
     },
     serviceCIDRs: {
       onAdd: (o: unknown) =>
         rec(
-          () => engine!.recordServiceCIDR(null, o as ServiceCIDR),
+          () => live.engine!.recordServiceCIDR(null, o as ServiceCIDR),
           () => state.updateServiceCIDR(null, o as ServiceCIDR),
         ),
       onUpdate: (a: unknown, b: unknown) =>
         rec(
-          () => engine!.recordServiceCIDR(a as ServiceCIDR, b as ServiceCIDR),
+          () => live.engine!.recordServiceCIDR(a as ServiceCIDR, b as ServiceCIDR),
           () => state.updateServiceCIDR(a as ServiceCIDR, b as ServiceCIDR),
         ),
       onDelete: (o: unknown) =>
         rec(
-          () => engine!.recordServiceCIDR(o as ServiceCIDR, null),
+          () => live.engine!.recordServiceCIDR(o as ServiceCIDR, null),
           () => state.updateServiceCIDR(o as ServiceCIDR, null),
         ),
     },
   };
   function rec(withEngine: () => void, early: () => unknown): void {
-    if (engine) withEngine();
+    if (live.engine) withEngine();
     else early();
   }
   function markSynced(what: "services" | "endpointSlices"): void {
     synced.add(what);
-    engine?.markSynced(what);
+    live.engine?.markSynced(what);
   }
 
   const informers: ProxyInformers = startProxyInformers({
@@ -348,7 +348,7 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
     proxyHealthy: () => health.health().healthy,
     log: log.child("service-health"),
   });
-  engine = new SyncEngine({
+  const engine = new SyncEngine({
     state,
     proxiers,
     minSyncPeriodMs: cfg.minSyncPeriodMs,
@@ -363,6 +363,7 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
       : undefined,
     adopted,
   });
+  live.engine = engine;
   for (const s of synced) engine.markSynced(s);
   log.info("Running", { families: families.map((f) => `IPv${f}`).join(",") });
   engine.start();
