@@ -25,6 +25,7 @@ import { Proxier } from "../proxier/proxier.ts";
 import { TABLE } from "../proxier/names.ts";
 import { ReconcileWorker } from "../conntrack/worker.ts";
 import { applyConntrackSysctls } from "../conntrack/sysctl.ts";
+import * as libcFiles from "../ffi/libc_files.ts";
 
 /** How long to wait for this node's Node object before picking IP families without it. */
 const NODE_WAIT_MS = 30_000;
@@ -185,7 +186,7 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
         tcpBeLiberal: cfg.conntrack.tcpBeLiberal,
         udpTimeoutSeconds: cfg.conntrack.udpTimeoutMs / 1000,
         udpStreamTimeoutSeconds: cfg.conntrack.udpStreamTimeoutMs / 1000,
-      }, { log: (msg: string) => log.warn(msg) });
+      }, { log: (msg: string) => log.info(msg), io: libcFiles });
     } catch (err) {
       log.error("Cannot apply conntrack sysctls; continuing without them", err);
     }

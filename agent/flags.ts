@@ -85,7 +85,7 @@ export interface AgentConfig {
   verbosity: number;
   /** --logging-format / logging.format. */
   loggingFormat: LoggingFormat;
-  /** --dry-run: validate rule sets in the kernel without committing (ours). */
+  /** --dry-run: print each sync's transactions, touch nothing (ours). */
   dryRun: boolean;
   /** --version: print the version and exit. */
   version: boolean;
@@ -624,7 +624,7 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: "bool",
     key: "dryRun",
     def: "false",
-    help: "Build and kernel-validate rule sets without committing them (ours).",
+    help: "Print the nftables transactions each sync would run; touch nothing (ours).",
   },
   { name: "version", kind: "bool", key: "version", help: "Print the version and exit." },
   {
@@ -940,8 +940,27 @@ function walk(
       walk(v as Record<string, unknown>, path, out, warnings);
       continue;
     }
+    if (isUnsetValue(path, spec, v)) continue;
     readField(path, spec, v, out);
   }
+}
+
+/**
+ * Go's zero values mean "use the default" in a KubeProxyConfiguration, as
+ * upstream's defaulting does: kubeadm writes `detectLocalMode: ""`,
+ * `healthzBindAddress: ""` and `syncPeriod: 0s` into every config it makes.
+ * The conntrack values are the exception: there 0 means "leave it alone".
+ */
+function isUnsetValue(path: string, spec: FieldSpec, v: unknown): boolean {
+  if (v === null || v === "") return true;
+  if (spec.kind === "duration" && /(^|\.)(syncPeriod|minSyncPeriod)$/.test(path)) {
+    try {
+      return parseGoDuration(String(v)) === 0;
+    } catch {
+      return false;
+    }
+  }
+  return false;
 }
 
 /** Parses KubeProxyConfiguration YAML text into settings; unknown fields become warnings. */

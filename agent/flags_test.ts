@@ -402,3 +402,17 @@ Deno.test("docs/flags.md documents every flag and config field", () => {
     assert.ok(new RegExp(`^\\s*${leaf}:`, "m").test(doc), `${field} undocumented`);
   }
 });
+
+Deno.test("kubeadm's own config.conf loads: Go zero values mean the defaults", () => {
+  const path = new URL("./testdata/kubeadm-kube-proxy.conf", import.meta.url).pathname;
+  const c = parseArgs(["--config", path]);
+  assert.equal(c.detectLocalMode, "ClusterCIDR");
+  assert.deepEqual(c.clusterCIDRs, ["10.244.0.0/16"]);
+  assert.equal(c.syncPeriodMs, 30_000);
+  assert.equal(c.minSyncPeriodMs, 1_000);
+  assert.equal(c.healthzBindAddress, "0.0.0.0:10256");
+  assert.equal(c.metricsBindAddress, "127.0.0.1:10249");
+  assert.equal(c.kubeconfig, "/var/lib/kube-proxy/kubeconfig.conf");
+  assert.equal(c.conntrack.maxPerCore, 32768, "null conntrack values take the defaults");
+  assert.ok(c.warnings.some((w) => w.includes('"ipvs')), "ipvs section is reported as ignored");
+});

@@ -146,12 +146,20 @@ export function applyConntrackSysctls(
       if (!isNotWritable(err)) {
         throw new Error(`cannot write ${value} to ${path}: ${(err as Error).message}`);
       }
-      readOnlyRoots.add(root);
       result.notWritable.push(path);
-      opts.log?.(
-        `conntrack: ${root} is not writable here (${(err as Error).message}); ` +
-          `leaving conntrack settings as they are, problems may arise later`,
-      );
+      if ((err as { code?: string }).code === "EROFS") {
+        // A read-only mount: nothing under it can be written, say so once.
+        readOnlyRoots.add(root);
+        opts.log?.(
+          `conntrack: ${root} is read-only here (${(err as Error).message}); ` +
+            `leaving conntrack settings as they are, problems may arise later`,
+        );
+      } else {
+        // Some files only the initial network namespace may write (nf_conntrack_max).
+        opts.log?.(
+          `conntrack: cannot set ${path} to ${value} (${(err as Error).message}); leaving it`,
+        );
+      }
       return;
     }
     result.changed.push({ path, from, to: value });

@@ -108,10 +108,31 @@ Deno.test("applyConntrackSysctls logs a read-only tree once and carries on", () 
       },
     },
   });
-  assert.equal(logs.filter((m) => /not writable here/.test(m)).length, 1);
+  assert.equal(logs.filter((m) => /is read-only here/.test(m)).length, 1);
   assert.equal(res.notWritable.length, 3); // max and both TCP timeouts
   assert.equal(t.read(`sys/module/${HASH}`), 65536); // /sys was writable
   assert.equal(t.read(`proc/sys/${NF}/nf_conntrack_max`), 65536);
+});
+
+Deno.test("a file only the initial netns may write is skipped alone, the rest is set", () => {
+  using t = fakeTree();
+  const logs: string[] = [];
+  const denied = Object.assign(new Error("Permission denied"), { code: "EACCES" });
+  const res = applyConntrackSysctls(CFG, {
+    ...t,
+    cpus: 8,
+    log: (m) => logs.push(m),
+    io: {
+      readTextFileSync: (p) => Deno.readTextFileSync(p),
+      writeTextFileSync: (p, s) => {
+        if (p.endsWith("nf_conntrack_max")) throw denied;
+        Deno.writeTextFileSync(p, s);
+      },
+    },
+  });
+  assert.deepEqual(res.notWritable.map((p) => p.split("/").pop()), ["nf_conntrack_max"]);
+  assert.ok(logs.some((m) => /cannot set .*nf_conntrack_max/.test(m)));
+  assert.ok(res.changed.some((c) => c.path.endsWith("tcp_timeout_established")));
 });
 
 Deno.test("applyConntrackSysctls fails clearly on a missing file, an I/O error or bad config", () => {

@@ -1,0 +1,103 @@
+/**
+ * Reads and writes small kernel files (/proc/sys, /sys/module) through libc.
+ *
+ * Deno refuses any access under /proc or /sys without `--allow-all`, however
+ * the read/write permissions are scoped, and the agent never runs with -A.
+ * FFI is already granted, so the conntrack sysctls go through open/read/write.
+ *
+ * @module
+ */
+
+const ERRNO_CODES: Record<number, string> = {
+  1: "EPERM",
+  2: "ENOENT",
+  13: "EACCES",
+  21: "EISDIR",
+  22: "EINVAL",
+  30: "EROFS",
+};
+
+const O_RDONLY = 0;
+const O_WRONLY = 1;
+const O_CLOEXEC = 0o2000000;
+
+const symbols = {
+  open: { parameters: ["buffer", "i32"], result: "i32" },
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  close: { parameters: ["i32"], result: "i32" },
+  __errno_location: { parameters: [], result: "pointer" },
+  strerror: { parameters: ["i32"], result: "pointer" },
+} as const;
+
+let libc: Deno.DynamicLibrary<typeof symbols> | undefined;
+
+function lib(): Deno.DynamicLibrary<typeof symbols>["symbols"] {
+  libc ??= Deno.dlopen("libc.so.6", symbols);
+  return libc.symbols;
+}
+
+/** A failed libc call, with Deno-style `code` (EROFS, EACCES, ...). */
+export class LibcFileError extends Error {
+  constructor(
+    readonly code: string,
+    readonly errno: number,
+    op: string,
+    path: string,
+    why: string,
+  ) {
+    super(`${op} ${path}: ${why} (${code})`);
+    this.name = "LibcFileError";
+  }
+}
+
+function fail(op: string, path: string): never {
+  const l = lib();
+  const errno = new Deno.UnsafePointerView(l.__errno_location()!).getInt32();
+  const msgPtr = l.strerror(errno);
+  const why = msgPtr ? Deno.UnsafePointerView.getCString(msgPtr) : "unknown error";
+  const code = ERRNO_CODES[errno] ?? `errno ${errno}`;
+  if (errno === 2) throw new Deno.errors.NotFound(`${op} ${path}: ${why}`);
+  throw new LibcFileError(code, errno, op, path, why);
+}
+
+function cstr(s: string): Uint8Array<ArrayBuffer> {
+  return new TextEncoder().encode(s + "\0") as Uint8Array<ArrayBuffer>;
+}
+
+/** Reads a whole small file (at most 64 KiB). */
+export function readTextFileSync(path: string): string {
+  const l = lib();
+  const fd = l.open(cstr(path), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("open", path);
+  try {
+    const buf = new Uint8Array(65536);
+    let len = 0;
+    while (len < buf.length) {
+      const n = Number(l.read(fd, buf.subarray(len), BigInt(buf.length - len)));
+      if (n < 0) fail("read", path);
+      if (n === 0) break;
+      len += n;
+    }
+    return new TextDecoder().decode(buf.subarray(0, len));
+  } finally {
+    l.close(fd);
+  }
+}
+
+/** Writes `text` to an existing file with one write(2), as sysctl files expect. */
+export function writeTextFileSync(path: string, text: string): void {
+  const l = lib();
+  const fd = l.open(cstr(path), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) fail("open", path);
+  try {
+    const data = new TextEncoder().encode(text) as Uint8Array<ArrayBuffer>;
+    const n = Number(l.write(fd, data, BigInt(data.length)));
+    if (n < 0) fail("write", path);
+    if (n !== data.length) {
+      throw new LibcFileError("EIO", 5, "write", path, `short write (${n} of ${data.length})`);
+    }
+  } finally {
+    l.close(fd);
+  }
+}
