@@ -227,6 +227,11 @@ export class SyncEngine {
     if (followUp !== undefined) this.#runner.runAfter(followUp);
     if (failure !== undefined) throw failure;
     this.syncs++;
+    if (this.syncs === 1) {
+      // Endpoints removed while no agent ran left no stale report behind; the
+      // reconciler finds their flows, so run it now rather than a period later.
+      void this.reconcileNow();
+    }
     log.v(4)?.info("Sync loop iteration done", {
       elapsed: `${(performance.now() - t0).toFixed(1)}ms`,
     });
