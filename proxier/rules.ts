@@ -512,8 +512,13 @@ export function buildServicePort(
   }
 
   // Hairpin: a pod reaching itself through the service must be masqueraded.
+  // Only pods on this node can: a remote pod's ClusterIP traffic is DNATed on
+  // its own node, and external traffic here is masqueraded anyway. Keeping
+  // remote endpoints out keeps the set (and a cold sync) small at scale; an
+  // endpoint without a nodeName might be local, so it stays.
   const seen = new Set<string>();
   for (const ep of cat.allReachableEndpoints) {
+    if (!ep.isLocal && ep.nodeName !== undefined) continue;
     if (seen.has(ep.ip)) continue;
     seen.add(ep.ip);
     el(N.hairpin, [ep.ip, ep.ip]);

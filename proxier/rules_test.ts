@@ -330,3 +330,12 @@ Deno.test("service: element comments are cut to nft's 128-byte limit", () => {
     assert.ok(e.comment!.endsWith("..."));
   }
 });
+
+Deno.test("hairpin set holds only endpoints that may be on this node", () => {
+  const remote = { ...ep("198.18.129.1"), isLocal: false, nodeName: "other-node" };
+  const local = { ...ep("198.18.129.2"), isLocal: true, nodeName: "this-node" };
+  const unknown = { ...ep("198.18.129.3"), isLocal: false, nodeName: undefined };
+  const f = buildServicePort(svc("ns/a:http"), [remote, local, unknown], ctx4());
+  const hairpin = f.elements.filter((e) => e.target === "hairpin").map((e) => e.key[0]);
+  assert.deepEqual(hairpin.sort(), ["198.18.129.2", "198.18.129.3"]);
+});
