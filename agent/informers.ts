@@ -212,7 +212,12 @@ export class WatchSupervisor<T> {
         this.#lastRv = res.metadata.resourceVersion;
       }
       // Typed client objects (Date fields) -> the same plain JSON watch events carry.
-      return JSON.parse(JSON.stringify(res)) as KubernetesListObject<Obj>;
+      const plain = JSON.parse(JSON.stringify(res)) as KubernetesListObject<Obj>;
+      // ListWatch's own re-list (after 410 Gone) calls back only for changed items, so mark
+      // every listed item seen here, or #watchStarted would delete the unchanged ones.
+      const seen = gen === this.#gen ? this.#seen : undefined;
+      for (const item of plain.items) seen?.add(keyOf(item));
+      return plain;
     };
     const lw = new ListWatch<Obj>(
       o.path,
