@@ -10,6 +10,9 @@
  * - on a restart (a fresh list), delivers only the difference against what it delivered
  *   before (adds, updates with the old object, deletes), so consumers stay exactly current;
  * - reports `synced` and per-resource health (for /healthz).
+ * {@link startProxyInformers} also probes the API server: a crashed server's watches die without
+ * an error on this runtime, so once it has been unreachable and answers again, every watch is
+ * restarted at once instead of waiting for the watchdog.
  * Objects are delivered as plain API JSON (list results are normalised to match watch events).
  * @module
  */
@@ -21,9 +24,10 @@ import {
   type KubernetesObject,
   ListWatch,
   NetworkingV1Api,
-  Watch,
+  VersionApi,
 } from "@kubernetes/client-node";
 import type { Logger } from "./log.ts";
+import { NativeWatch } from "./native_watch.ts";
 
 /** Callbacks of a supervised informer. */
 export interface InformerHandlers<T> {
@@ -180,7 +184,7 @@ export class WatchSupervisor<T> {
     const gen = ++this.#gen;
     this.#watching = false;
     const o = this.#o;
-    const watch = new Watch(o.kc);
+    const watch = new NativeWatch(o.kc);
     const realWatch = watch.watch.bind(watch);
     // Every (re)connect of the watch passes here: the list before it is complete.
     watch.watch = (path, params, cb, done) => {
@@ -322,6 +326,12 @@ export class WatchSupervisor<T> {
     }
   }
 
+  /** Restarts the watch at once (a fresh list, delivered as a diff), skipping any backoff. */
+  restart(reason: string): void {
+    this.#failures = 0;
+    this.#restart(reason);
+  }
+
   #restart(reason: string): void {
     if (this.#stopped) return;
     const old = this.#lw;
@@ -376,10 +386,15 @@ export interface ProxyInformerOptions {
   /** Logger. */
   log?: Logger;
   /** Supervisor timings (tests shorten them). */
-  timing?: Pick<
-    WatchSupervisorOptions<unknown>,
-    "initialBackoffMs" | "maxBackoffMs" | "watchdogMs"
-  >;
+  timing?:
+    & Pick<
+      WatchSupervisorOptions<unknown>,
+      "initialBackoffMs" | "maxBackoffMs" | "watchdogMs"
+    >
+    & {
+      /** API server probe interval (default 10 s; 0 disables). */
+      probeIntervalMs?: number;
+    };
 }
 
 /** The running informers. */
@@ -456,6 +471,16 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
     );
   }
   for (const s of sups) s.start();
+  const version = opts.kc.makeApiClient(VersionApi);
+  const probe = new ApiProbe(
+    () => version.getCode().then(() => {}),
+    (reason) => {
+      for (const s of sups) s.restart(reason);
+    },
+    opts.timing?.probeIntervalMs ?? 10_000,
+    opts.log,
+  );
+  probe.start();
   const synced = () => sups.every((s) => s.synced);
   return {
     supervisors: sups,
@@ -471,7 +496,68 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
       }
     },
     async stop() {
+      probe.stop();
       await Promise.all(sups.map((s) => s.stop()));
     },
   };
+}
+
+/**
+ * Calls `check` every `intervalMs` (bounded by a timeout). When a check
+ * succeeds after one or more failed, the server was away: `recovered` runs.
+ */
+export class ApiProbe {
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #down = false;
+  #stopped = false;
+
+  constructor(
+    private readonly check: () => Promise<void>,
+    private readonly recovered: (reason: string) => void,
+    private readonly intervalMs: number,
+    private readonly log?: Logger,
+    private readonly timeoutMs = Math.max(1000, Math.min(intervalMs, 5000)),
+  ) {}
+
+  /** Starts probing (no-op when the interval is 0). */
+  start(): void {
+    if (this.intervalMs > 0) this.#schedule();
+  }
+
+  /** Stops probing. */
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+  }
+
+  /** Runs one probe now; exposed for tests. */
+  async probe(): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, rej) => {
+      timer = setTimeout(() => rej(new Error(`no answer in ${this.timeoutMs} ms`)), this.timeoutMs);
+    });
+    try {
+      await Promise.race([this.check(), timeout]);
+      if (this.#down) {
+        this.#down = false;
+        this.log?.info("API server reachable again; restarting watches");
+        this.recovered("API server was unreachable");
+      }
+    } catch (err) {
+      if (!this.#down) {
+        this.log?.warn("API server unreachable", { err: errText(err) });
+      }
+      this.#down = true;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(async () => {
+      await this.probe();
+      this.#schedule();
+    }, this.intervalMs);
+  }
 }

@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { KubeConfig } from "@kubernetes/client-node";
 import { FakeApiServer, type KObject } from "../tests/fakeapi/server.ts";
-import { type InformerHandlers, startProxyInformers, WatchSupervisor } from "./informers.ts";
+import {
+  ApiProbe,
+  type InformerHandlers,
+  startProxyInformers,
+  WatchSupervisor,
+} from "./informers.ts";
 import { CoreV1Api } from "@kubernetes/client-node";
 import { Logger } from "./log.ts";
 
@@ -164,21 +169,39 @@ Deno.test("failed lists at start-up are retried with capped backoff", async () =
   }
 });
 
-Deno.test("a silently dead watch (API server down and up) is found by the watchdog", async () => {
+Deno.test("an API server crash mid-watch is noticed at once and recovered", async () => {
   const { api, kc } = setup();
   const r = recorder();
-  const { sup, lines } = serviceSupervisor(kc, r.handlers);
+  // A long watchdog: recovery must not depend on it.
+  const { sup, lines } = serviceSupervisor(kc, r.handlers, { watchdogMs: 600_000 });
   try {
     api.apply(svc("a"));
     sup.start();
     await until(() => sup.synced && api.openWatches === 1, "synced");
-    await api.down(); // cuts the watch mid-stream; client-node notices nothing
+    await api.down(); // cuts the watch mid-stream, no clean end
     api.apply(svc("b"));
     api.remove("Service", "ns1", "a");
     api.up();
     await until(() => r.events.length === 3, "events after restart");
     assert.deepEqual(r.events, ["add a", "add b", "delete a"]);
-    assert.ok(lines.some((l) => l.includes("no watch event or bookmark")), lines.join("\n"));
+    assert.ok(lines.some((l) => l.includes("list/watch failed")), lines.join("\n"));
+    assert.ok(!lines.some((l) => l.includes("no watch event or bookmark")), lines.join("\n"));
+  } finally {
+    await sup.stop();
+    await api.close();
+  }
+});
+
+Deno.test("a watch that goes silent is restarted by the watchdog", async () => {
+  const { api, kc } = setup({ bookmarkIntervalMs: 60_000 });
+  const r = recorder();
+  const { sup, lines } = serviceSupervisor(kc, r.handlers, { watchdogMs: 300 });
+  try {
+    api.apply(svc("a"));
+    sup.start();
+    await until(() => sup.synced, "synced");
+    await until(() => lines.some((l) => l.includes("no watch event or bookmark")), "watchdog");
+    assert.deepEqual(r.events, ["add a"], "a restart re-delivers nothing unchanged");
   } finally {
     await sup.stop();
     await api.close();
@@ -277,4 +300,40 @@ Deno.test("waitForSync times out naming the missing informers", async () => {
     await inf.stop();
     await api.close();
   }
+});
+
+Deno.test("ApiProbe: a success after failures restarts the watches, once", async () => {
+  let up = true;
+  const reasons: string[] = [];
+  const probe = new ApiProbe(
+    () => (up ? Promise.resolve() : Promise.reject(new Error("connection refused"))),
+    (r) => reasons.push(r),
+    0,
+  );
+  await probe.probe();
+  assert.deepEqual(reasons, [], "healthy: nothing to do");
+  up = false;
+  await probe.probe();
+  await probe.probe();
+  assert.deepEqual(reasons, [], "still down");
+  up = true;
+  await probe.probe();
+  await probe.probe();
+  assert.deepEqual(reasons, ["API server was unreachable"], "one restart on recovery");
+});
+
+Deno.test("ApiProbe: a check that hangs counts as a failure", async () => {
+  const reasons: string[] = [];
+  let hang = true;
+  const probe = new ApiProbe(
+    () => (hang ? new Promise<void>(() => {}) : Promise.resolve()),
+    (r) => reasons.push(r),
+    0,
+    undefined,
+    50,
+  );
+  await probe.probe();
+  hang = false;
+  await probe.probe();
+  assert.equal(reasons.length, 1);
 });
