@@ -394,8 +394,8 @@ Deno.test("CONFIG_FIELDS lists every leaf field we read", () => {
   assert.ok(!CONFIG_FIELDS.includes("nftables"));
 });
 
-Deno.test("docs/flags.md documents every flag and config field", () => {
-  const doc = Deno.readTextFileSync(new URL("../docs/flags.md", import.meta.url));
+Deno.test("the README documents every flag and config field", () => {
+  const doc = Deno.readTextFileSync(new URL("../README.md", import.meta.url));
   for (const f of FLAGS) assert.ok(doc.includes("`--" + f.name + "`"), `--${f.name} undocumented`);
   for (const field of CONFIG_FIELDS) {
     const leaf = field.split(".").at(-1)!;
