@@ -1,0 +1,175 @@
+/**
+ * A bounded-frequency runner, as kube-proxy's: `fn` runs at most about once
+ * per `minInterval` (a token bucket allows a `burst` of back-to-back runs), at
+ * least once per `maxInterval`, never twice at once; a failing run is retried
+ * with exponential backoff. Uses setTimeout/Date only, so it can be driven by
+ * fake timers in tests.
+ *
+ * @module
+ */
+
+/** Runner settings, all in milliseconds. */
+export interface RunnerOptions {
+  /** Minimum time between runs once the burst is used up (kube-proxy --min-sync-period). */
+  minInterval: number;
+  /** Maximum time between runs (kube-proxy --sync-period). */
+  maxInterval: number;
+  /** Runs allowed back to back before minInterval applies (default 2). */
+  burst?: number;
+  /** First retry delay after a failure (default max(minInterval, 1000)); doubles up to maxInterval. */
+  retryInterval?: number;
+  /** Called with every failure of `fn` (the caller typically forces the next sync full). */
+  onError?: (err: unknown, consecutiveFailures: number) => void;
+}
+
+/** Runs a function with bounded frequency. Call {@link start} then {@link run} to request runs. */
+export class BoundedFrequencyRunner {
+  private readonly minInterval: number;
+  private readonly maxInterval: number;
+  private readonly burst: number;
+  private readonly retryInterval: number;
+  private tokens: number;
+  private lastRefill = Date.now();
+  private running = false;
+  private pending = false;
+  private started = false;
+  private stopped = false;
+  private failures = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private timerAt = Infinity;
+  private readonly deferred = new Set<ReturnType<typeof setTimeout>>();
+  private current: Promise<void> = Promise.resolve();
+
+  /**
+   * @param fn the work; a rejected promise counts as a failure.
+   * @param opts intervals; minInterval 0 means no rate limit.
+   */
+  constructor(private readonly fn: () => Promise<void>, private readonly opts: RunnerOptions) {
+    if (!(opts.minInterval >= 0) || !(opts.maxInterval > 0)) {
+      throw new RangeError(
+        `BoundedFrequencyRunner: minInterval must be >= 0 and maxInterval > 0 (got ${opts.minInterval}, ${opts.maxInterval})`,
+      );
+    }
+    if (opts.minInterval > opts.maxInterval) {
+      throw new RangeError(
+        `BoundedFrequencyRunner: minInterval (${opts.minInterval} ms) exceeds maxInterval (${opts.maxInterval} ms)`,
+      );
+    }
+    this.minInterval = opts.minInterval;
+    this.maxInterval = opts.maxInterval;
+    this.burst = Math.max(1, opts.burst ?? 2);
+    this.retryInterval = opts.retryInterval ?? Math.max(opts.minInterval, 1000);
+    this.tokens = this.burst;
+  }
+
+  /** Starts the loop: runs once now, then at least every maxInterval. */
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.run();
+  }
+
+  /** Requests a run as soon as the rate limit allows. */
+  run(): void {
+    if (this.stopped) return;
+    this.pending = true;
+    if (this.started && !this.running) this.schedule(this.waitForToken());
+  }
+
+  /** Requests a run no earlier than `ms` from now (e.g. a delayed chain deletion). */
+  runAfter(ms: number): void {
+    if (this.stopped) return;
+    const t = setTimeout(() => {
+      this.deferred.delete(t);
+      this.run();
+    }, Math.max(0, ms));
+    this.deferred.add(t);
+  }
+
+  /** Stops scheduling and waits for a run in progress. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    for (const t of this.deferred) clearTimeout(t);
+    this.deferred.clear();
+    this.timer = undefined;
+    await this.current;
+  }
+
+  /** Consecutive failures so far (0 after a success). */
+  get consecutiveFailures(): number {
+    return this.failures;
+  }
+
+  private refill(): void {
+    if (this.minInterval === 0) {
+      this.tokens = this.burst;
+      return;
+    }
+    const now = Date.now();
+    const gained = (now - this.lastRefill) / this.minInterval;
+    this.tokens = Math.min(this.burst, this.tokens + gained);
+    this.lastRefill = now;
+  }
+
+  private waitForToken(): number {
+    this.refill();
+    if (this.tokens >= 1) return 0;
+    return Math.ceil((1 - this.tokens) * this.minInterval);
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    const at = Date.now() + ms;
+    if (this.timer !== undefined && this.timerAt <= at) return;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      this.tick();
+    }, ms);
+  }
+
+  private tick(): void {
+    if (this.stopped || this.running) return;
+    // A timer firing with nothing pending is the periodic (maxInterval) run.
+    this.pending = true;
+    const wait = this.waitForToken();
+    if (wait > 0) {
+      this.schedule(wait);
+      return;
+    }
+    this.tokens -= 1;
+    this.pending = false;
+    this.running = true;
+    this.current = this.execute();
+  }
+
+  private async execute(): Promise<void> {
+    let failed = false;
+    try {
+      await this.fn();
+      this.failures = 0;
+    } catch (err) {
+      failed = true;
+      this.failures++;
+      try {
+        this.opts.onError?.(err, this.failures);
+      } catch {
+        // A throwing error handler must not kill the loop.
+      }
+    } finally {
+      this.running = false;
+    }
+    if (this.stopped) return;
+    if (failed) {
+      const backoff = Math.min(this.retryInterval * 2 ** (this.failures - 1), this.maxInterval);
+      this.schedule(Math.max(backoff, this.waitForToken()));
+    } else if (this.pending) {
+      this.schedule(this.waitForToken());
+    } else {
+      this.schedule(this.maxInterval);
+    }
+  }
+}

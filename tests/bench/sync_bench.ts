@@ -1,0 +1,247 @@
+/**
+ * Sync engine benchmark on the real kernel. Runs INSIDE a network namespace
+ * (the bench driver starts it with `ip netns exec`), and refuses to run unless
+ * KNP_IN_TEST_NETNS=1, so it can never program the host's tables.
+ *
+ * For one synthetic cluster size it measures: cold full sync, a no-change
+ * full sync, one endpoint change, one new service, one deleted service (each
+ * from "change recorded" to "transaction committed"), an endpoint change
+ * requested while a full sync is running (through the bounded-frequency
+ * runner), and the process RSS. Prints one JSON line per measurement.
+ *
+ * Usage: deno run -A tests/bench/sync_bench.ts --services 10000 --eps 10 [--chunk 2000] [--stream]
+ *
+ * @module
+ */
+import { openNftables } from "../../ffi/nftables/client.ts";
+import type { NftablesClient, Transaction } from "../../ffi/nftables/types.ts";
+import { Proxier } from "../../proxier/proxier.ts";
+import { BoundedFrequencyRunner } from "../../proxier/runner.ts";
+import {
+  type MutableState,
+  noStale,
+  serviceId,
+  syntheticConfig,
+  syntheticEndpoints,
+  syntheticService,
+  syntheticState,
+} from "./synthetic.ts";
+
+/** Options of {@link benchSync}. */
+export interface SyncBenchOptions {
+  services: number;
+  eps: number;
+  /** Cold-start chunk size in chains (0 = one transaction; default: the proxier's). */
+  chunk?: number;
+  /** Stream the cold start (build chunk k+1 while the kernel applies chunk k); default: the proxier's. */
+  stream?: boolean;
+  /** Skip the concurrent full-sync measurement. */
+  noConcurrent?: boolean;
+}
+
+/** Per-run measurements, as printed. */
+export type BenchLine = Record<string, string | number | boolean>;
+
+function emit(line: BenchLine): BenchLine {
+  console.log(JSON.stringify(line));
+  return line;
+}
+
+function rssMB(): number {
+  return Math.round(Deno.memoryUsage().rss / 1048576);
+}
+
+/** Peak RSS of this process so far (VmHWM), MB. */
+function peakMB(): number {
+  const m = Deno.readTextFileSync("/proc/self/status").match(/VmHWM:\s+(\d+) kB/);
+  return m ? Math.round(Number(m[1]) / 1024) : -1;
+}
+
+/** Wraps a client so kernel (libnftables) time is accounted separately. */
+function timed(c: NftablesClient): { client: NftablesClient; kernel: () => number } {
+  let total = 0;
+  const run = c.run.bind(c);
+  c.run = async (tx: Transaction) => {
+    const t = performance.now();
+    try {
+      await run(tx);
+    } finally {
+      total += performance.now() - t;
+    }
+  };
+  return { client: c, kernel: () => total / 1000 };
+}
+
+/** Refuses to run outside a test namespace. */
+export function requireTestNetns(): void {
+  if (Deno.env.get("KNP_IN_TEST_NETNS") !== "1") {
+    throw new Error(
+      "refusing to program nftables: set KNP_IN_TEST_NETNS=1 and run inside a test network " +
+        "namespace (the bench driver tests/bench/main.ts does this)",
+    );
+  }
+}
+
+/** Runs the sync benchmark for one cluster size. */
+export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
+  requireTestNetns();
+  const out: BenchLine[] = [];
+  const size = { services: o.services, eps: o.eps };
+  const synth = { services: o.services, endpointsPerService: o.eps };
+  const state: MutableState = syntheticState(synth);
+  const { client, kernel } = timed(openNftables("ip", "kube-proxy"));
+  const probe = { shouldYield: () => false };
+  const p = new Proxier({
+    client,
+    config: syntheticConfig(),
+    chunkChains: o.chunk,
+    shouldYield: () => probe.shouldYield(),
+    streamColdStart: o.stream,
+  });
+  p.markSynced("services");
+  p.markSynced("endpointSlices");
+  const sync = (changed: string[] = [], deleted: string[] = []) =>
+    p.sync({ state, changed: new Set(changed), deleted: new Set(deleted), stale: noStale() });
+
+  let k0 = kernel();
+  let t0 = performance.now();
+  const cold = (await sync())!;
+  out.push(emit({
+    bench: "sync-cold",
+    ...size,
+    chunk: o.chunk ?? "default",
+    stream: o.stream ?? "default",
+    seconds: (performance.now() - t0) / 1000,
+    kernelSeconds: kernel() - k0,
+    ops: cold.ops,
+    txs: cold.txs,
+    rssMB: rssMB(),
+    peakRssMB: peakMB(),
+  }));
+
+  p.requestFullSync("bench");
+  k0 = kernel();
+  t0 = performance.now();
+  const again = (await sync())!;
+  out.push(emit({
+    bench: "sync-full-nochange",
+    ...size,
+    seconds: (performance.now() - t0) / 1000,
+    kernelSeconds: kernel() - k0,
+    ops: again.ops,
+    rssMB: rssMB(),
+  }));
+
+  // One endpoint change: a new endpoint replaces one of service k's.
+  const k = Math.floor(o.services / 2);
+  t0 = performance.now();
+  state.endpoints.set(serviceId(k), syntheticEndpoints(k, synth, 1_000_003));
+  const ep = (await sync([serviceId(k)]))!;
+  out.push(emit({
+    bench: "sync-endpoint-change",
+    ...size,
+    seconds: (performance.now() - t0) / 1000,
+    ops: ep.ops,
+  }));
+
+  // One new service.
+  t0 = performance.now();
+  const svc = syntheticService(o.services, synth);
+  state.services.set(svc.id, svc);
+  state.endpoints.set(svc.id, syntheticEndpoints(o.services, synth));
+  const add = (await sync([svc.id]))!;
+  out.push(emit({
+    bench: "sync-new-service",
+    ...size,
+    seconds: (performance.now() - t0) / 1000,
+    ops: add.ops,
+  }));
+
+  // One deleted service.
+  t0 = performance.now();
+  state.services.delete(svc.id);
+  state.endpoints.delete(svc.id);
+  const del = (await sync([], [svc.id]))!;
+  out.push(emit({
+    bench: "sync-delete-service",
+    ...size,
+    seconds: (performance.now() - t0) / 1000,
+    ops: del.ops,
+  }));
+
+  if (!o.noConcurrent) out.push(emit(await concurrent(p, state, synth, size, probe)));
+  client.close();
+  return out;
+}
+
+/**
+ * Starts a no-change full sync through the runner (minInterval 1 s), records
+ * an endpoint change 10 ms later, and measures when that change commits.
+ */
+async function concurrent(
+  p: Proxier,
+  state: MutableState,
+  synth: { services: number; endpointsPerService: number },
+  size: { services: number; eps: number },
+  probe: { shouldYield: () => boolean },
+): Promise<BenchLine> {
+  const minInterval = 1000;
+  let dirty = new Set<string>();
+  let recordedAt = 0;
+  let committedAt = 0;
+  let fullSeconds = 0;
+  let preempted = 0;
+  probe.shouldYield = () => dirty.size > 0;
+  let done: () => void = () => {};
+  const finished = new Promise<void>((res) => done = res);
+  const runner = new BoundedFrequencyRunner(async () => {
+    const changed = dirty;
+    dirty = new Set();
+    const r = await p.sync({ state, changed, deleted: new Set(), stale: noStale() });
+    if (r?.full && recordedAt > 0) fullSeconds = r.seconds;
+    if (r?.preempted) preempted++;
+    if (r?.followUpMs !== undefined) runner.runAfter(r.followUpMs);
+    if (recordedAt > 0 && changed.size > 0) committedAt = performance.now();
+    if (committedAt > 0 && fullSeconds > 0) done();
+  }, { minInterval, maxInterval: 3_600_000, burst: 2 });
+  p.requestFullSync("bench-concurrent");
+  runner.start();
+  await new Promise((r) => setTimeout(r, 10));
+  const k = 7 % synth.services;
+  recordedAt = performance.now();
+  state.endpoints.set(serviceId(k), syntheticEndpoints(k, synth, 2_000_003));
+  dirty.add(serviceId(k));
+  runner.run();
+  await finished;
+  await runner.stop();
+  probe.shouldYield = () => false;
+  return {
+    bench: "sync-endpoint-during-full",
+    ...size,
+    fullSeconds,
+    preempted,
+    latencySeconds: (committedAt - recordedAt) / 1000,
+    minIntervalSeconds: minInterval / 1000,
+  };
+}
+
+function arg(name: string, def?: number): number {
+  const i = Deno.args.indexOf(`--${name}`);
+  if (i < 0) {
+    if (def === undefined) throw new Error(`missing --${name} N`);
+    return def;
+  }
+  const v = Number(Deno.args[i + 1]);
+  if (!Number.isInteger(v) || v < 0) throw new Error(`--${name} needs a non-negative integer`);
+  return v;
+}
+
+if (import.meta.main) {
+  await benchSync({
+    services: arg("services"),
+    eps: arg("eps", 10),
+    chunk: Deno.args.includes("--chunk") ? arg("chunk") : undefined,
+    noConcurrent: Deno.args.includes("--no-concurrent"),
+    stream: Deno.args.includes("--stream") ? true : undefined,
+  });
+}

@@ -1,0 +1,241 @@
+/**
+ * Real-kernel tests of the sync engine: restart adoption without a traffic
+ * gap, and repair after the table is deleted behind our back.
+ *
+ * Topology (all in namespaces this test creates): client 198.18.100.2 ->
+ * node (198.18.100.1 | 198.18.101.1, forwarding, runs the proxier) -> pod
+ * 198.18.101.2:8080. ClusterIP 198.18.200.10:80 -> the pod.
+ *
+ * The proxier runs in child processes inside the node namespace: this file
+ * doubles as the child script (`deno run -A tests/e2e/sync_test.ts proxier
+ * ...`; Deno.test is a no-op under `deno run`).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { denoBin, e2eTest, link, Netns, repoRoot, withNetns } from "../netns.ts";
+
+const SELF = `${repoRoot}/tests/e2e/sync_test.ts`;
+const CLUSTER_IP = "198.18.200.10";
+const POD_IP = "198.18.101.2";
+const NODE_IP = "198.18.101.1";
+
+const SERVER = `
+const l = Deno.listen({ hostname: "0.0.0.0", port: 8080 });
+console.log("listening");
+for await (const c of l) c.write(new TextEncoder().encode("ok")).finally(() => c.close());
+`;
+
+/** Connects in a loop for `ms`, printing {ok, fail, firstFailAt} as JSON at the end. */
+const CLIENT = `
+const [host, port, ms] = Deno.args;
+const end = Date.now() + Number(ms);
+let ok = 0, fail = 0; const fails = [];
+while (Date.now() < end) {
+  const t = Date.now();
+  try {
+    const conn = await Promise.race([
+      Deno.connect({ hostname: host, port: Number(port) }),
+      new Promise((_, rej) => setTimeout(() => rej(new Error("connect timeout")), 1000)),
+    ]);
+    const buf = new Uint8Array(8);
+    const n = await Promise.race([conn.read(buf),
+      new Promise((_, rej) => setTimeout(() => rej(new Error("read timeout")), 1000))]);
+    conn.close();
+    if (new TextDecoder().decode(buf.subarray(0, n ?? 0)) === "ok") ok++; else { fail++; fails.push(t); }
+  } catch (e) { fail++; if (fails.length < 5) fails.push(String(e)); }
+  await new Promise((r) => setTimeout(r, 5));
+}
+console.log(JSON.stringify({ ok, fail, fails }));
+Deno.exit(0); // a connect still retrying SYNs must not keep us alive
+`;
+
+async function topology(client: Netns, node: Netns, pod: Netns): Promise<void> {
+  await link(client, "eth0", node, "c0");
+  await link(pod, "eth0", node, "p0");
+  await client.exec(["ip", "addr", "add", "198.18.100.2/24", "dev", "eth0"]);
+  await client.exec(["ip", "route", "add", "198.18.200.0/24", "via", "198.18.100.1"]);
+  await node.exec(["ip", "addr", "add", "198.18.100.1/24", "dev", "c0"]);
+  await node.exec(["ip", "addr", "add", `${NODE_IP}/24`, "dev", "p0"]);
+  await node.exec(["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+  await pod.exec(["ip", "addr", "add", `${POD_IP}/24`, "dev", "eth0"]);
+  await pod.exec(["ip", "route", "add", "default", "via", NODE_IP]);
+}
+
+async function startServer(pod: Netns): Promise<Deno.ChildProcess> {
+  const p = pod.spawn([denoBin, "eval", SERVER], { stderr: "inherit" });
+  const reader = p.stdout.getReader();
+  const { value } = await reader.read();
+  assert.match(new TextDecoder().decode(value), /listening/);
+  reader.releaseLock();
+  return p;
+}
+
+function proxierChild(node: Netns, args: string[]): Deno.ChildProcess {
+  return node.spawn(
+    ["env", "KNP_IN_TEST_NETNS=1", denoBin, "run", "-A", SELF, "proxier", ...args],
+    {
+      stderr: "inherit",
+    },
+  );
+}
+
+async function finish(p: Deno.ChildProcess): Promise<Record<string, unknown>[]> {
+  const out = await p.output();
+  const text = new TextDecoder().decode(out.stdout);
+  assert.equal(out.code, 0, `proxier child failed: ${text}`);
+  return text.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
+}
+
+async function connectOnce(client: Netns): Promise<boolean> {
+  const r = await client.exec([denoBin, "eval", CLIENT, CLUSTER_IP, "80", "300"], { check: false });
+  const res = JSON.parse(r.stdout.trim().split("\n").at(-1) ?? "{}");
+  return res.ok > 0 && res.fail === 0;
+}
+
+e2eTest("sync e2e: a restarted proxier adopts the table with no traffic gap", async () => {
+  await withNetns(3, async (client, node, pod) => {
+    await topology(client, node, pod);
+    const server = await startServer(pod);
+    try {
+      // First proxier: cold start with 1000 filler services, then exits.
+      const first = await finish(proxierChild(node, ["--filler", "1000", "--syncs", "1"]));
+      assert.equal(first[0].full, true);
+      assert.ok(await connectOnce(client), "service reachable after the cold start");
+      // Client hammers the ClusterIP while a second proxier adopts the table
+      // (with a different filler set, so chains are rewritten, added and removed).
+      const loop = client.spawn([denoBin, "eval", CLIENT, CLUSTER_IP, "80", "6000"], {
+        stderr: "inherit",
+      });
+      await new Promise((r) => setTimeout(r, 1000));
+      const second = await finish(
+        proxierChild(node, ["--filler", "1200", "--filler-offset", "500", "--syncs", "3"]),
+      );
+      const out = await loop.output();
+      const res = JSON.parse(new TextDecoder().decode(out.stdout).trim().split("\n").at(-1)!);
+      console.log(`adoption: ${JSON.stringify(second)}; client ${JSON.stringify(res)}`);
+      assert.equal(second[0].full, true);
+      assert.ok(res.ok > 50, `client made too few connections: ${JSON.stringify(res)}`);
+      assert.equal(res.fail, 0, `connections failed during adoption: ${JSON.stringify(res)}`);
+      // Chains of the 500 filler services that went away were flushed and later deleted.
+      const chains = await node.exec(["nft", "list", "chains", "ip"]);
+      assert.doesNotMatch(chains.stdout, /ns\d+\/svc(\d|[1-4]\d\d)\/tcp\/p\b/);
+      assert.ok(second.some((r) => (r.deletedChains as number) > 0), "stale chains deleted");
+    } finally {
+      server.kill();
+      await server.output();
+    }
+  });
+});
+
+e2eTest("sync e2e: the next full sync repairs a deleted table", async () => {
+  await withNetns(3, async (client, node, pod) => {
+    await topology(client, node, pod);
+    const server = await startServer(pod);
+    const px = proxierChild(node, [
+      "--filler",
+      "200",
+      "--loop-ms",
+      "9000",
+      "--full-every-ms",
+      "1000",
+    ]);
+    try {
+      let up = false;
+      for (let i = 0; i < 30 && !up; i++) {
+        up = await connectOnce(client);
+        if (!up) await new Promise((r) => setTimeout(r, 200));
+      }
+      assert.ok(up, "service reachable once the proxier synced");
+      await node.exec(["nft", "delete", "table", "ip", "kube-proxy"]);
+      assert.equal(await connectOnce(client), false, "service down right after the table deletion");
+      let back = false;
+      const t0 = Date.now();
+      while (!back && Date.now() - t0 < 5000) back = await connectOnce(client);
+      assert.ok(back, "the next full sync restored the service");
+    } finally {
+      const lines = await finish(px);
+      assert.ok(lines.filter((l) => l.full).length >= 2, "several full syncs ran");
+      server.kill();
+      await server.output();
+    }
+  });
+});
+
+/** Child: runs a proxier in the current (test) namespace. */
+async function child(args: string[]): Promise<void> {
+  if (Deno.env.get("KNP_IN_TEST_NETNS") !== "1") {
+    throw new Error("sync_test child: refusing to run outside a test namespace");
+  }
+  const num = (name: string, def: number) => {
+    const i = args.indexOf(`--${name}`);
+    return i < 0 ? def : Number(args[i + 1]);
+  };
+  const { openNftables } = await import("../../ffi/nftables/client.ts");
+  const { Proxier } = await import("../../proxier/proxier.ts");
+  const synth = await import("../bench/synthetic.ts");
+  const filler = num("filler", 0);
+  const offset = num("filler-offset", 0);
+  const state = synth.syntheticState({ services: 0, endpointsPerService: 2 });
+  const o = { services: filler, endpointsPerService: 2 };
+  for (let i = offset; i < offset + filler; i++) {
+    const s = synth.syntheticService(i, o);
+    state.services.set(s.id, s);
+    state.endpoints.set(s.id, synth.syntheticEndpoints(i, o));
+  }
+  const test = synth.syntheticService(60_000, o);
+  test.id = "e2e/web:http";
+  test.namespace = "e2e";
+  test.name = "web";
+  test.portName = "http";
+  test.protocol = "TCP";
+  test.clusterIP = CLUSTER_IP;
+  test.port = 80;
+  test.nodePort = 0;
+  state.services.set(test.id, test);
+  state.endpoints.set(test.id, [{
+    ip: POD_IP,
+    port: 8080,
+    ready: true,
+    serving: true,
+    terminating: false,
+    isLocal: true,
+    nodeName: "node0",
+  }]);
+  state.node.ips = [NODE_IP];
+  // ServiceCIDRs must not cover the pod/node/client addresses (cluster-ips-check drops them).
+  state.serviceCIDRs = ["198.18.0.0/20", "198.18.200.0/24"];
+  const p = new Proxier({
+    client: openNftables("ip", "kube-proxy"),
+    config: synth.syntheticConfig(),
+    fullSyncPeriodMs: num("full-every-ms", 3_600_000),
+  });
+  p.markSynced("services");
+  p.markSynced("endpointSlices");
+  const once = async () => {
+    const r = await p.sync({
+      state,
+      changed: new Set(),
+      deleted: new Set(),
+      stale: synth.noStale(),
+    });
+    console.log(JSON.stringify({ ...r, stale: undefined }));
+    return r!;
+  };
+  const loopMs = num("loop-ms", 0);
+  if (loopMs > 0) {
+    const end = Date.now() + loopMs;
+    while (Date.now() < end) {
+      await once();
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    return;
+  }
+  const syncs = num("syncs", 1);
+  for (let i = 0; i < syncs; i++) {
+    const r = await once();
+    if (i + 1 < syncs) await new Promise((res) => setTimeout(res, (r.followUpMs ?? 0) + 100));
+  }
+}
+
+if (import.meta.main && Deno.args[0] === "proxier") await child(Deno.args.slice(1));
