@@ -337,6 +337,8 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
       client,
       config: pcfg,
       fullSyncPeriodMs: cfg.fullSyncPeriodMs,
+      // A long full sync steps aside for a change waiting behind it.
+      shouldYield: () => state.hasPendingChanges(),
       log: stateLog,
     });
   }

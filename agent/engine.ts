@@ -195,6 +195,11 @@ export class SyncEngine {
         continue;
       }
       if (res === null) continue;
+      if (res.preempted) {
+        // A full sync stepped aside for a waiting change: sync again at once.
+        this.#runner.run();
+        continue;
+      }
       this.lastResults[f] = res;
       const l = { ip_family: LABEL[f] };
       metrics?.syncProxyRulesLatency.observe(l, res.seconds);
