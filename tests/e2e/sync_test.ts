@@ -148,14 +148,18 @@ e2eTest("sync e2e: the next full sync repairs a deleted table", async () => {
       }
       assert.ok(up, "service reachable once the proxier synced");
       await node.exec(["nft", "delete", "table", "ip", "kube-proxy"]);
-      assert.equal(await connectOnce(client), false, "service down right after the table deletion");
+      // Not asserted: a full sync runs every second and may already have repaired it.
+      const downRightAfter = !(await connectOnce(client));
+      console.log(`service down right after the deletion: ${downRightAfter}`);
       let back = false;
       const t0 = Date.now();
       while (!back && Date.now() - t0 < 5000) back = await connectOnce(client);
       assert.ok(back, "the next full sync restored the service");
     } finally {
       const lines = await finish(px);
-      assert.ok(lines.filter((l) => l.full).length >= 2, "several full syncs ran");
+      // The cold start and the repair both write the table; no-change full syncs write nothing.
+      const writing = lines.filter((l) => l.full && (l.ops as number) > 0);
+      assert.ok(writing.length >= 2, `a full sync rebuilt the table: ${JSON.stringify(lines)}`);
       server.kill();
       await server.output();
     }
