@@ -164,6 +164,7 @@ export class Proxier {
   private readonly shouldYield: (() => boolean) | undefined;
   private readonly stream: boolean;
   private preempted = 0;
+  private warnedKey: string | undefined;
   private readonly verifySetLimit: number;
   private readonly now: () => number;
   private readonly log: ProxierLog;
@@ -246,6 +247,13 @@ export class Proxier {
     try {
       const ctx = this.builder.buildContext(input.state, this.cfg);
       const key = this.builder.contextKey(ctx);
+      if (key !== this.warnedKey) {
+        // Settings the node cannot honour (e.g. localhost NodePorts): say so once per context.
+        this.warnedKey = key;
+        for (const w of (ctx as { warnings?: string[] }).warnings ?? []) {
+          this.log("warn", w, { family: this.client.family });
+        }
+      }
       if (input.nodeChanged) this.requestFullSync("node or ServiceCIDRs changed");
       if (this.written.contextKey !== undefined && key !== this.written.contextKey) {
         this.requestFullSync("build context changed");

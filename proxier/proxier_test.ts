@@ -395,3 +395,17 @@ Deno.test("proxier: adoption re-creates a base chain whose priority changed", as
   assert.equal(chain.priority, -100);
   assert.equal(fake.dump(), await freshDump(state));
 });
+
+Deno.test("build-context warnings (localhost NodePorts) are logged once per context", async () => {
+  const logs: string[] = [];
+  const client = new FakeNftables("ip", "kube-proxy");
+  const config = { ...syntheticConfig(), nodePortAddresses: ["127.0.0.0/8"] };
+  const p = new Proxier({ client, config, log: (_l, m) => logs.push(m) });
+  p.markSynced("services");
+  p.markSynced("endpointSlices");
+  const state = syntheticState({ ...OPTS, services: 1 });
+  await must(p.sync(input(state)));
+  await must(p.sync(input(state)));
+  const hits = logs.filter((m) => /localhost NodePorts are not supported/.test(m));
+  assert.equal(hits.length, 1, logs.join("\n"));
+});
