@@ -17,7 +17,6 @@ import { openNftables } from "../ffi/nftables/client.ts";
 import { DryRunNftables } from "../ffi/nftables/dry_run.ts";
 import { type NftablesClient, NftablesError, Transaction } from "../ffi/nftables/types.ts";
 import { LibraryNotFoundError } from "../ffi/conntrack/types.ts";
-import { openConntrack } from "../ffi/conntrack/client.ts";
 import { ClusterState } from "../proxier/cluster_state.ts";
 import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { ProxierConfig } from "../proxier/model.ts";
@@ -360,7 +359,7 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
     metrics,
     health,
     serviceHealth,
-    conntrack: cfg.dryRun ? undefined : openConntrack,
+    cleanup: worker ? (f, report) => worker.cleanup(f, report) : undefined,
     reconcile: worker && cfg.conntrackReconcilerPeriodMs > 0
       ? { fn: (f, s) => worker.reconcile(f, s), periodMs: cfg.conntrackReconcilerPeriodMs }
       : undefined,

@@ -15,7 +15,7 @@ import type { ClusterState } from "../proxier/cluster_state.ts";
 import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { Proxier, SyncResult } from "../proxier/proxier.ts";
 import { BoundedFrequencyRunner } from "../proxier/runner.ts";
-import { cleanupStale } from "../conntrack/cleanup.ts";
+import { type CleanupResult, cleanupStale } from "../conntrack/cleanup.ts";
 import type { ReconcileResult } from "../conntrack/reconciler.ts";
 import type { Logger } from "./log.ts";
 import type { IPFamilyLabel, ProxyMetrics } from "./metrics.ts";
@@ -43,7 +43,12 @@ export interface EngineOptions {
   metrics?: ProxyMetrics;
   health?: ProxierHealthServer;
   serviceHealth?: ServiceHealthServers;
-  /** Opens the conntrack client for post-sync cleanup; omit to skip cleanup (dry run). */
+  /**
+   * Post-sync stale UDP cleanup off the main thread (the ReconcileWorker's
+   * `cleanup`). Takes precedence over `conntrack`.
+   */
+  cleanup?: (family: Family, report: StaleReport) => Promise<CleanupResult>;
+  /** Opens a conntrack client for post-sync cleanup on this thread (tests); omit both to skip. */
   conntrack?: () => ConntrackClient;
   /** Periodic conntrack reconcile; omit to disable. */
   reconcile?: { fn: ReconcileFn; periodMs: number };
@@ -225,7 +230,7 @@ export class SyncEngine {
         transactions: res.txs,
         elapsed: `${(res.seconds * 1000).toFixed(1)}ms`,
       });
-      this.#cleanupConntrack(f, res.stale);
+      await this.#cleanupConntrack(f, res.stale);
       this.#firstSync.delete(f);
     }
     this.#syncServiceHealth(input.families);
@@ -243,8 +248,9 @@ export class SyncEngine {
   }
 
   /** Stale UDP flows go only after the rules that replace them are committed. */
-  #cleanupConntrack(f: Family, report: StaleReport): void {
-    if (!this.#o.conntrack) return;
+  async #cleanupConntrack(f: Family, report: StaleReport): Promise<void> {
+    const { cleanup, conntrack, log } = this.#o;
+    if (!cleanup && !conntrack) return;
     if (this.#firstSync.has(f) && this.#o.adopted) {
       // After a restart every service looks newly active; flushing their
       // flows would cut healthy clients. The reconciler handles real staleness.
@@ -252,10 +258,15 @@ export class SyncEngine {
     }
     if (emptyStale(report)) return;
     try {
-      this.#conntrack ??= this.#o.conntrack();
-      const res = cleanupStale(this.#conntrack, report, f);
+      let res: CleanupResult;
+      if (cleanup) {
+        res = await cleanup(f, report);
+      } else {
+        this.#conntrack ??= conntrack!();
+        res = cleanupStale(this.#conntrack, report, f);
+      }
       if (res.deleted > 0 || res.errors > 0) {
-        this.#o.log.v(2)?.info("Deleted stale UDP conntrack entries", {
+        log.v(2)?.info("Deleted stale UDP conntrack entries", {
           ipFamily: LABEL[f],
           deleted: res.deleted,
           errors: res.errors,
@@ -264,9 +275,8 @@ export class SyncEngine {
     } catch (err) {
       this.#conntrack?.close();
       this.#conntrack = undefined;
-      this.#o.log.error("Conntrack cleanup failed; the reconciler will retry", err, {
-        ipFamily: LABEL[f],
-      });
+      if (this.#stopped) return;
+      log.error("Conntrack cleanup failed; the reconciler will retry", err, { ipFamily: LABEL[f] });
     }
   }
 
@@ -293,7 +303,10 @@ export class SyncEngine {
             elapsed: `${(r.seconds * 1000).toFixed(1)}ms`,
           });
         } catch (err) {
-          this.#o.log.error("Conntrack reconcile failed", err, { ipFamily: LABEL[f] });
+          // At shutdown the worker closes under a running reconcile: not an error.
+          if (!this.#stopped) {
+            this.#o.log.error("Conntrack reconcile failed", err, { ipFamily: LABEL[f] });
+          }
         }
       }
     } finally {

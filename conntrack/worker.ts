@@ -13,7 +13,8 @@
  */
 
 import type { ConntrackClient, IpFamily } from "../ffi/conntrack/types.ts";
-import type { ProxyState } from "../proxier/model.ts";
+import type { ProxyState, StaleReport } from "../proxier/model.ts";
+import { type CleanupResult, cleanupStale } from "./cleanup.ts";
 import {
   buildFrontendIndex,
   type FrontendIndex,
@@ -44,14 +45,17 @@ export const FFI_CLIENT: WorkerClientSpec = {
 
 interface Request {
   id: number;
-  index: FrontendIndex;
+  /** A reconcile over this index, or... */
+  index?: FrontendIndex;
+  /** ...a post-sync cleanup of this report. */
+  cleanup?: { family: IpFamily; report: StaleReport };
   chunkSize?: number;
   client: WorkerClientSpec;
 }
 
 type Reply =
   | { id: number; kind: "log"; msg: string }
-  | { id: number; kind: "done"; result: ReconcileResult }
+  | { id: number; kind: "done"; result: ReconcileResult | CleanupResult }
   | { id: number; kind: "error"; error: string };
 
 /** Options of {@link ReconcileWorker}. */
@@ -70,7 +74,8 @@ export class ReconcileWorker {
   private queue: Promise<unknown> = Promise.resolve();
   private pending = new Map<
     number,
-    { resolve: (r: ReconcileResult) => void; reject: (e: Error) => void; log?: (m: string) => void }
+    // deno-lint-ignore no-explicit-any
+    { resolve: (r: any) => void; reject: (e: Error) => void; log?: (m: string) => void }
   >();
   private readonly client: WorkerClientSpec;
   private closed = false;
@@ -100,7 +105,19 @@ export class ReconcileWorker {
     } catch (err) {
       return Promise.reject(err);
     }
-    const run = this.queue.then(() => this.send(index, opts));
+    return this.enqueue(() => this.send({ index }, opts));
+  }
+
+  /**
+   * Deletes the flows a sync made stale (conntrack/cleanup.ts) off the main
+   * thread: its dump walks the whole UDP table of the family.
+   */
+  cleanup(family: IpFamily, report: StaleReport): Promise<CleanupResult> {
+    return this.enqueue(() => this.send({ cleanup: { family, report } }, {}));
+  }
+
+  private enqueue<T>(job: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(job);
     this.queue = run.catch(() => {});
     return run;
   }
@@ -113,13 +130,16 @@ export class ReconcileWorker {
     this.failAll(new Error("conntrack reconcile worker closed"));
   }
 
-  private send(index: FrontendIndex, opts: ReconcileOptions): Promise<ReconcileResult> {
+  private send<T>(
+    job: Pick<Request, "index" | "cleanup">,
+    opts: ReconcileOptions,
+  ): Promise<T> {
     if (this.closed) return Promise.reject(new Error("conntrack reconcile worker closed"));
     const worker = this.start();
     const id = this.nextId++;
-    return new Promise((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve, reject, log: opts.log });
-      const req: Request = { id, index, chunkSize: opts.chunkSize, client: this.client };
+      const req: Request = { id, ...job, chunkSize: opts.chunkSize, client: this.client };
       worker.postMessage(req);
     });
   }
@@ -166,10 +186,12 @@ async function serve(req: Request, post: (r: Reply) => void): Promise<void> {
       throw new Error(`${req.client.module} has no function export ${req.client.factory}`);
     }
     client = factory(...req.client.args) as ConntrackClient;
-    const result = reconcileWithIndex(client, req.index, {
-      chunkSize: req.chunkSize,
-      log: (msg) => post({ id: req.id, kind: "log", msg }),
-    });
+    const result = req.cleanup !== undefined
+      ? cleanupStale(client, req.cleanup.report, req.cleanup.family)
+      : reconcileWithIndex(client, req.index!, {
+        chunkSize: req.chunkSize,
+        log: (msg) => post({ id: req.id, kind: "log", msg }),
+      });
     post({ id: req.id, kind: "done", result });
   } catch (err) {
     post({ id: req.id, kind: "error", error: err instanceof Error ? err.message : String(err) });

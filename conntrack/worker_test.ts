@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import type { FakeEntryInput } from "../ffi/conntrack/fake.ts";
 import type { ProxyState, ServicePortInfo } from "../proxier/model.ts";
 import { reconcile } from "./reconciler.ts";
+import { cleanupStale } from "./cleanup.ts";
 import { ReconcileWorker, type WorkerClientSpec } from "./worker.ts";
 import { FakeConntrack } from "../ffi/conntrack/fake.ts";
 
@@ -130,4 +131,22 @@ Deno.test("worker close fails queued requests and does not restart", async () =>
   await assert.rejects(first, /worker closed/);
   await assert.rejects(queued, /worker closed/);
   await assert.rejects(w.reconcile(4, STATE), /worker closed/);
+});
+
+Deno.test("worker cleanup deletes what the in-thread cleanup deletes", async () => {
+  const list = entries(300);
+  const report = {
+    servicesWithNewEndpoints: [],
+    deletedEndpoints: [{ service: DNS, ip: "198.18.9.9", port: 53 }],
+  };
+  const local = cleanupStale(new FakeConntrack(list), report, 4);
+  const w = new ReconcileWorker({ client: fake(list) });
+  try {
+    const remote = await w.cleanup(4, report);
+    assert.ok(local.deleted > 0, "the report matches some flows");
+    assert.equal(remote.deleted, local.deleted);
+    assert.equal(remote.scanned, local.scanned);
+  } finally {
+    w.close();
+  }
 });

@@ -430,8 +430,11 @@ async function moveEndpoint(
     // The path under test did the repair, and the disabled path did nothing.
     const deletes = engine.since("ct-delete", tChange);
     const recs = engine.since("reconcile", tChange).filter((r) => (r.deleted as number) > 0);
+    // The worker path reports only counts (entries null).
     const hit = (e: Json) =>
-      (e.entries as string[]).some((x) => x.includes(`:${s.sport}->`) && x.endsWith(fromIP));
+      e.entries === null
+        ? (e.deleted as number) > 0
+        : (e.entries as string[]).some((x) => x.includes(`:${s.sport}->`) && x.endsWith(fromIP));
     if (Deno.env.get("KNP_DEBUG")) {
       // The driver's timeline relative to the change, for tuning the bounds.
       console.log(engine.events.map((e) => `${e.ev} ${(e.t as number) - tChange}`).join("\n"));
@@ -582,6 +585,33 @@ e2eTest(
           path: "post-sync",
         });
         report("post-sync, ClusterIP", r);
+      } finally {
+        await engine.stop();
+      }
+    });
+  },
+);
+
+e2eTest(
+  "blackhole: post-sync cleanup on the worker thread (as the agent runs it)",
+  async () => {
+    await withTopology(4, async (topo) => {
+      const engine = await engineFor(topo, ["--post-sync-worker"], dnsService(4), 4);
+      try {
+        const r = await moveEndpoint({
+          topo,
+          engine,
+          family: 4,
+          host: CLUSTER_IP4,
+          port: 53,
+          sport: 40012,
+          from: 0,
+          to: 1,
+          expect: "recover",
+          boundMs: 2 * SYNC_MS,
+          path: "post-sync",
+        });
+        report("post-sync on the worker, ClusterIP", r);
       } finally {
         await engine.stop();
       }
