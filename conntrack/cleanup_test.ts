@@ -3,28 +3,10 @@ import { FakeConntrack, type FakeEntryInput } from "../ffi/conntrack/fake.ts";
 import { PROTO_SCTP, PROTO_TCP } from "../ffi/conntrack/types.ts";
 import type { ServicePortInfo, StaleReport } from "../proxier/model.ts";
 import { cleanupStale, staleFilters } from "./cleanup.ts";
+import { servicePort } from "../proxier/model_testing.ts";
 
 function svc(id: string, clusterIP: string, port: number, more: Partial<ServicePortInfo> = {}) {
-  const s: ServicePortInfo = {
-    id,
-    namespace: "ns",
-    name: id,
-    portName: "",
-    protocol: "UDP",
-    family: clusterIP.includes(":") ? 6 : 4,
-    clusterIP,
-    port,
-    nodePort: 0,
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    stickyMaxAgeSeconds: 0,
-    externalPolicyLocal: false,
-    internalPolicyLocal: false,
-    healthCheckNodePort: 0,
-    ...more,
-  };
-  return s;
+  return servicePort(id, { name: id, portName: "", protocol: "UDP", clusterIP, port, ...more });
 }
 
 function flow(sport: number, dst: string, dport: number, to?: string): FakeEntryInput {

@@ -3,6 +3,7 @@ import { FakeConntrack, type FakeEntryInput } from "../ffi/conntrack/fake.ts";
 import { PROTO_SCTP, PROTO_TCP } from "../ffi/conntrack/types.ts";
 import type { EndpointInfo, IpFamily, ProxyState, ServicePortInfo } from "../proxier/model.ts";
 import { buildFrontendIndex, reconcile, staleReason } from "./reconciler.ts";
+import { endpoint, servicePort } from "../proxier/model_testing.ts";
 
 function svc(
   id: string,
@@ -10,30 +11,10 @@ function svc(
   port: number,
   more: Partial<ServicePortInfo> = {},
 ): ServicePortInfo {
-  return {
-    id,
-    namespace: "ns",
-    name: id,
-    portName: "",
-    protocol: "UDP",
-    family: clusterIP.includes(":") ? 6 : 4,
-    clusterIP,
-    port,
-    nodePort: 0,
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    stickyMaxAgeSeconds: 0,
-    externalPolicyLocal: false,
-    internalPolicyLocal: false,
-    healthCheckNodePort: 0,
-    ...more,
-  };
+  return servicePort(id, { name: id, portName: "", protocol: "UDP", clusterIP, port, ...more });
 }
 
-function ep(ip: string, port = 5353, more: Partial<EndpointInfo> = {}): EndpointInfo {
-  return { ip, port, ready: true, serving: true, terminating: false, isLocal: false, ...more };
-}
+const ep = (ip: string, port = 5353, more: Partial<EndpointInfo> = {}) => endpoint(ip, port, more);
 
 function state(
   family: IpFamily,

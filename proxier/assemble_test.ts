@@ -2,30 +2,10 @@ import assert from "node:assert/strict";
 import type { EndpointInfo, ProxierConfig, ProxyState, ServicePortInfo } from "./model.ts";
 import { assemble, toElement } from "./assemble.ts";
 import { buildRuleset } from "./rules.ts";
+import { servicePort } from "./model_testing.ts";
 
-function svc(id: string, clusterIP: string, o: Partial<ServicePortInfo> = {}): ServicePortInfo {
-  const [nsName, portName] = id.split(":");
-  const [namespace, name] = nsName.split("/");
-  return {
-    id,
-    namespace,
-    name,
-    portName,
-    protocol: "TCP",
-    family: 4,
-    clusterIP,
-    port: 80,
-    nodePort: 0,
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    stickyMaxAgeSeconds: 0,
-    externalPolicyLocal: false,
-    internalPolicyLocal: false,
-    healthCheckNodePort: 0,
-    ...o,
-  };
-}
+const svc = (id: string, clusterIP: string, o: Partial<ServicePortInfo> = {}) =>
+  servicePort(id, { family: 4, clusterIP, ...o });
 const ep = (ip: string): EndpointInfo => ({
   ip,
   port: 80,

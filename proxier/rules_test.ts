@@ -1,34 +1,12 @@
 import assert from "node:assert/strict";
 import type { EndpointInfo, ProxierConfig, ProxyState, ServicePortInfo } from "./model.ts";
 import { buildBase, buildContext, buildRuleset, buildServicePort, contextKey } from "./rules.ts";
+import { endpoint, servicePort } from "./model_testing.ts";
 
-function svc(id: string, o: Partial<ServicePortInfo> = {}): ServicePortInfo {
-  const [nsName, portName] = id.split(":");
-  const [namespace, name] = nsName.split("/");
-  return {
-    id,
-    namespace,
-    name,
-    portName,
-    protocol: "TCP",
-    family: 4,
-    clusterIP: "198.19.0.1",
-    port: 80,
-    nodePort: 0,
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    stickyMaxAgeSeconds: 0,
-    externalPolicyLocal: false,
-    internalPolicyLocal: false,
-    healthCheckNodePort: 0,
-    ...o,
-  };
-}
+const svc = (id: string, o: Partial<ServicePortInfo> = {}) =>
+  servicePort(id, { family: 4, clusterIP: "198.19.0.1", ...o });
 
-function ep(ip: string, o: Partial<EndpointInfo> = {}): EndpointInfo {
-  return { ip, port: 8080, ready: true, serving: true, terminating: false, isLocal: false, ...o };
-}
+const ep = (ip: string, o: Partial<EndpointInfo> = {}) => endpoint(ip, 8080, o);
 
 const CFG: ProxierConfig = {
   masqueradeAll: false,

@@ -14,34 +14,11 @@ import assert from "node:assert/strict";
 import type { EndpointInfo, ProxierConfig, ProxyState, ServicePortInfo } from "../proxier/model.ts";
 import { renderDryRun } from "../proxier/dry_run.ts";
 import { buildRuleset } from "../proxier/rules.ts";
+import { endpoint, servicePort } from "../proxier/model_testing.ts";
 
-function svc(id: string, o: Partial<ServicePortInfo>): ServicePortInfo {
-  const [nsName, portName] = id.split(":");
-  const [namespace, name] = nsName.split("/");
-  return {
-    id,
-    namespace,
-    name,
-    portName,
-    protocol: "TCP",
-    family: 4,
-    clusterIP: "",
-    port: 80,
-    nodePort: 0,
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    stickyMaxAgeSeconds: 0,
-    externalPolicyLocal: false,
-    internalPolicyLocal: false,
-    healthCheckNodePort: 0,
-    ...o,
-  };
-}
+const svc = (id: string, o: Partial<ServicePortInfo>) => servicePort(id, { family: 4, ...o });
 
-function ep(ip: string, port: number, o: Partial<EndpointInfo> = {}): EndpointInfo {
-  return { ip, port, ready: true, serving: true, terminating: false, isLocal: false, ...o };
-}
+const ep = endpoint;
 
 interface GoldenCluster {
   state: ProxyState;

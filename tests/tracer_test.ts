@@ -20,6 +20,7 @@ import {
   trace,
   type TraceResult,
 } from "./tracer.ts";
+import { endpoint, servicePort } from "../proxier/model_testing.ts";
 
 const NODE_IP = "198.18.0.1";
 const SECOND_NODE_IP = "198.18.0.99";
@@ -29,40 +30,11 @@ const EP_L1 = "198.18.129.11"; // local endpoints
 const EP_L2 = "198.18.129.12";
 const EP_R = "198.18.130.11"; // endpoint on another node
 
-function svc(id: string, o: Partial<ServicePortInfo>): ServicePortInfo {
-  const [nsName, portName] = id.split(":");
-  const [namespace, name] = nsName.split("/");
-  return {
-    id,
-    namespace,
-    name,
-    portName,
-    protocol: "TCP",
-    family: 4,
-    clusterIP: "",
-    port: 80,
-    nodePort: 0,
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    stickyMaxAgeSeconds: 0,
-    externalPolicyLocal: false,
-    internalPolicyLocal: false,
-    healthCheckNodePort: 0,
-    ...o,
-  };
-}
+const svc = (id: string, o: Partial<ServicePortInfo>) => servicePort(id, { family: 4, ...o });
 
 function ep(ip: string, o: Partial<EndpointInfo> = {}): EndpointInfo {
-  return {
-    ip,
-    port: 8080,
-    ready: true,
-    serving: true,
-    terminating: false,
-    isLocal: ip.startsWith("198.18.129.") || ip.startsWith("2001:db8:129:"),
-    ...o,
-  };
+  const isLocal = ip.startsWith("198.18.129.") || ip.startsWith("2001:db8:129:");
+  return endpoint(ip, 8080, { isLocal, ...o });
 }
 
 const SERVICES: [ServicePortInfo, EndpointInfo[]][] = [

@@ -21,6 +21,7 @@ import type {
   ProxyState,
   ServicePortInfo,
 } from "../../proxier/model.ts";
+import { endpoint, servicePort } from "../../proxier/model_testing.ts";
 
 const FIX = `${repoRoot}/tests/e2e/fixtures`;
 const NODE4 = "198.18.0.1", CLIENT4 = "198.18.0.2", NODE6 = "2001:db8::1";
@@ -28,33 +29,9 @@ const POD4 = ["198.18.1.11", "198.18.1.12", "198.18.1.13"];
 const POD6 = ["2001:db8:1::11", "2001:db8:1::12", "2001:db8:1::13"];
 const TCP_PORT = 8080, UDP_PORT = 5353;
 
-function svc(id: string, o: Partial<ServicePortInfo>): ServicePortInfo {
-  const [nsName, portName] = id.split(":");
-  const [namespace, name] = nsName.split("/");
-  return {
-    id,
-    namespace,
-    name,
-    portName,
-    protocol: "TCP",
-    family: 4,
-    clusterIP: "",
-    port: 80,
-    nodePort: 0,
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    stickyMaxAgeSeconds: 0,
-    externalPolicyLocal: false,
-    internalPolicyLocal: false,
-    healthCheckNodePort: 0,
-    ...o,
-  };
-}
+const svc = (id: string, o: Partial<ServicePortInfo>) => servicePort(id, { family: 4, ...o });
 
-function ep(ip: string, port: number, isLocal = true): EndpointInfo {
-  return { ip, port, ready: true, serving: true, terminating: false, isLocal };
-}
+const ep = (ip: string, port: number, isLocal = true) => endpoint(ip, port, { isLocal });
 
 /** The cluster this test programs. */
 function cluster(family: IpFamily): [ServicePortInfo, EndpointInfo[]][] {
