@@ -31,6 +31,7 @@ import type {
   DumpResult,
   IpFamily,
 } from "./types.ts";
+import { emptyConntrackEntry } from "./types.ts";
 
 const EINTR = 4;
 const EAGAIN = 11;
@@ -348,21 +349,7 @@ export class FfiConntrackClient implements ConntrackClient {
   private protoFilter = -1;
   private dumpCount = 0;
   private dumpError: unknown = undefined;
-  private readonly entry: ConntrackEntry = {
-    family: 4,
-    proto: 0,
-    origSrc: "",
-    origDst: "",
-    origSport: 0,
-    origDport: 0,
-    replySrc: "",
-    replyDst: "",
-    replySport: 0,
-    replyDport: 0,
-    mark: 0,
-    zone: 0,
-    id: 0,
-  };
+  private readonly entry: ConntrackEntry = emptyConntrackEntry();
   private readonly addr6 = new Uint8Array(16);
   private readonly tx = new Uint8Array(TX_BUF);
   private readonly txView = new DataView(this.tx.buffer);

@@ -15,7 +15,7 @@ import type {
   DumpResult,
   IpFamily,
 } from "./types.ts";
-import { PROTO_UDP } from "./types.ts";
+import { emptyConntrackEntry, PROTO_UDP } from "./types.ts";
 
 /** Fields a test must give; the rest default (UDP, reply = reverse of original, ids assigned). */
 export type FakeEntryInput =
@@ -25,24 +25,6 @@ export type FakeEntryInput =
 /** The kernel keys a flow by its original tuple within a zone. */
 function tupleKey(e: Readonly<ConntrackEntry>): string {
   return `${e.family}|${e.proto}|${e.zone}|${e.origSrc}|${e.origSport}|${e.origDst}|${e.origDport}`;
-}
-
-function blankEntry(): ConntrackEntry {
-  return {
-    family: 4,
-    proto: 0,
-    origSrc: "",
-    origDst: "",
-    origSport: 0,
-    origDport: 0,
-    replySrc: "",
-    replyDst: "",
-    replySport: 0,
-    replyDport: 0,
-    mark: 0,
-    zone: 0,
-    id: 0,
-  };
 }
 
 /** In-memory conntrack table. */
@@ -120,7 +102,7 @@ export class FakeConntrack implements ConntrackClient {
     this.dumpCalls++;
     const limit = this.interruptNextDumpAfter;
     this.interruptNextDumpAfter = undefined;
-    const scratch = blankEntry();
+    const scratch = emptyConntrackEntry();
     let count = 0;
     for (const e of this.table.values()) {
       if (e.family !== family || (proto !== undefined && e.proto !== proto)) continue;

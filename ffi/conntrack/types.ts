@@ -34,6 +34,25 @@ export interface ConntrackEntry {
   id: number;
 }
 
+/** A zeroed entry, for dump code that fills one object in place per flow. */
+export function emptyConntrackEntry(): ConntrackEntry {
+  return {
+    family: 4,
+    proto: 0,
+    origSrc: "",
+    origDst: "",
+    origSport: 0,
+    origDport: 0,
+    replySrc: "",
+    replyDst: "",
+    replySport: 0,
+    replyDport: 0,
+    mark: 0,
+    zone: 0,
+    id: 0,
+  };
+}
+
 /** What a dump produced. */
 export interface DumpResult {
   /** Entries seen (those passed to the visitor). */
