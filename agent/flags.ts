@@ -696,6 +696,8 @@ function parseFlags(argv: string[]): FlagParse {
   let configFile: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
+    // `deno task start -- --flag` passes the separator through; there are no positionals.
+    if (arg === "--") continue;
     let body: string;
     if (arg.startsWith("--")) body = arg.slice(2);
     else if (arg === "-v" || arg.startsWith("-v=")) body = arg.slice(1);

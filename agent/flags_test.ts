@@ -416,3 +416,9 @@ Deno.test("kubeadm's own config.conf loads: Go zero values mean the defaults", (
   assert.equal(c.conntrack.maxPerCore, 32768, "null conntrack values take the defaults");
   assert.ok(c.warnings.some((w) => w.includes('"ipvs')), "ipvs section is reported as ignored");
 });
+
+Deno.test("a bare -- (as `deno task start -- ...` passes it) is ignored", () => {
+  const c = parseArgs(["--", "--masquerade-all", "--v=3"]);
+  assert.equal(c.masqueradeAll, true);
+  assert.equal(c.verbosity, 3);
+});
