@@ -58,6 +58,8 @@ export interface EngineOptions {
    * active": the rules that served them never went away.
    */
   adopted?: boolean;
+  /** Called after each completed sync with its number and the results of the families it synced. */
+  onSync?: (n: number, results: Partial<Record<Family, SyncResult>>) => void;
 }
 
 const LABEL: Record<Family, IPFamilyLabel> = { 4: "IPv4", 6: "IPv6" };
@@ -183,6 +185,7 @@ export class SyncEngine {
     const nodeChanged = input.nodeChanged || input.serviceCIDRsChanged;
     let failure: unknown;
     let followUp: number | undefined;
+    const results: Partial<Record<Family, SyncResult>> = {};
     for (const f of this.#families) {
       const fam = input.families[f];
       let res: SyncResult | null;
@@ -206,6 +209,7 @@ export class SyncEngine {
         continue;
       }
       this.lastResults[f] = res;
+      results[f] = res;
       const l = { ip_family: LABEL[f] };
       metrics?.syncProxyRulesLatency.observe(l, res.seconds);
       (res.full ? metrics?.syncFullProxyRulesLatency : metrics?.syncPartialProxyRulesLatency)
@@ -237,6 +241,7 @@ export class SyncEngine {
     if (followUp !== undefined) this.#runner.runAfter(followUp);
     if (failure !== undefined) throw failure;
     this.syncs++;
+    this.#o.onSync?.(this.syncs, results);
     if (this.syncs === 1) {
       // Endpoints removed while no agent ran left no stale report behind; the
       // reconciler finds their flows, so run it now rather than a period later.
