@@ -93,6 +93,29 @@ async function syncs(e: SyncEngine, n: number): Promise<void> {
   }
 }
 
+/** Feeds the node, the dns Service and (optionally) its slice, then starts and waits for sync 1. */
+async function startWithDns(engine: SyncEngine, endpoints?: string[]): Promise<void> {
+  engine.recordNode(node);
+  engine.recordService(null, service("dns", "198.19.0.53"));
+  if (endpoints) engine.recordEndpointSlice(null, slice("dns-1", "dns", endpoints));
+  engine.markSynced("services");
+  engine.markSynced("endpointSlices");
+  engine.start();
+  await syncs(engine, 1);
+}
+
+/** A UDP flow from the client to the dns ClusterIP, answered by `replySrc`. */
+function dnsFlow(sport: number, replySrc: string) {
+  return {
+    origSrc: "198.18.3.2",
+    origSport: sport,
+    origDst: "198.19.0.53",
+    origDport: 53,
+    replySrc,
+    replySport: 5353,
+  };
+}
+
 Deno.test("nothing is programmed before Services and EndpointSlices have synced", async () => {
   const { engine, nft } = rig();
   engine.recordNode(node);
@@ -112,13 +135,7 @@ Deno.test("nothing is programmed before Services and EndpointSlices have synced"
 
 Deno.test("a change is a small partial sync; health and metrics follow the commit", async () => {
   const { engine, nft, health, metrics } = rig();
-  engine.recordNode(node);
-  engine.recordService(null, service("dns", "198.19.0.53"));
-  engine.recordEndpointSlice(null, slice("dns-1", "dns", ["198.18.1.2"]));
-  engine.markSynced("services");
-  engine.markSynced("endpointSlices");
-  engine.start();
-  await syncs(engine, 1);
+  await startWithDns(engine, ["198.18.1.2"]);
   assert.equal(engine.lastResults[4]?.full, true, "first sync is full");
   engine.recordEndpointSlice(
     slice("dns-1", "dns", ["198.18.1.2"]),
@@ -140,22 +157,9 @@ Deno.test("a change is a small partial sync; health and metrics follow the commi
 
 Deno.test("stale UDP flows to a removed endpoint are deleted after the commit", async () => {
   const { engine, ct } = rig();
-  engine.recordNode(node);
-  engine.recordService(null, service("dns", "198.19.0.53"));
-  engine.recordEndpointSlice(null, slice("dns-1", "dns", ["198.18.1.2"]));
-  engine.markSynced("services");
-  engine.markSynced("endpointSlices");
-  engine.start();
-  await syncs(engine, 1);
+  await startWithDns(engine, ["198.18.1.2"]);
   // A client's flow DNATed to the endpoint that is about to go, and an unrelated one.
-  ct.add({
-    origSrc: "198.18.3.2",
-    origSport: 4000,
-    origDst: "198.19.0.53",
-    origDport: 53,
-    replySrc: "198.18.1.2",
-    replySport: 5353,
-  });
+  ct.add(dnsFlow(4000, "198.18.1.2"));
   ct.add({ origSrc: "198.18.3.2", origSport: 4001, origDst: "198.18.9.9", origDport: 53 });
   engine.recordEndpointSlice(
     slice("dns-1", "dns", ["198.18.1.2"]),
@@ -170,21 +174,8 @@ Deno.test("stale UDP flows to a removed endpoint are deleted after the commit", 
 
 Deno.test("after a restart the first sync does not flush flows of services that look new", async () => {
   const { engine, ct } = rig({ adopted: true });
-  ct.add({
-    origSrc: "198.18.3.2",
-    origSport: 4000,
-    origDst: "198.19.0.53",
-    origDport: 53,
-    replySrc: "198.18.1.2",
-    replySport: 5353,
-  });
-  engine.recordNode(node);
-  engine.recordService(null, service("dns", "198.19.0.53"));
-  engine.recordEndpointSlice(null, slice("dns-1", "dns", ["198.18.1.2"]));
-  engine.markSynced("services");
-  engine.markSynced("endpointSlices");
-  engine.start();
-  await syncs(engine, 1);
+  ct.add(dnsFlow(4000, "198.18.1.2"));
+  await startWithDns(engine, ["198.18.1.2"]);
   let n = 0;
   ct.dump(4, () => n++);
   assert.equal(n, 1, "the healthy flow survives the adopting sync");
@@ -211,12 +202,7 @@ Deno.test("a failed transaction is counted and the next sync is full", async () 
     close: () => {},
   };
   const { engine, metrics } = rig({ client: flaky });
-  engine.recordNode(node);
-  engine.recordService(null, service("dns", "198.19.0.53"));
-  engine.markSynced("services");
-  engine.markSynced("endpointSlices");
-  engine.start();
-  await syncs(engine, 1);
+  await startWithDns(engine);
   failNext = true;
   engine.recordService(null, service("dns2", "198.19.0.54"));
   // The failed attempt does not count as a completed sync; the retry does.
@@ -234,29 +220,9 @@ Deno.test("a failed transaction is counted and the next sync is full", async () 
 
 Deno.test("the reconciler deletes flows whose reply source is not an endpoint", async () => {
   const { engine, ct, metrics } = rig({ reconcile: true });
-  engine.recordNode(node);
-  engine.recordService(null, service("dns", "198.19.0.53"));
-  engine.recordEndpointSlice(null, slice("dns-1", "dns", ["198.18.1.3"]));
-  engine.markSynced("services");
-  engine.markSynced("endpointSlices");
-  engine.start();
-  await syncs(engine, 1);
-  ct.add({
-    origSrc: "198.18.3.2",
-    origSport: 4000,
-    origDst: "198.19.0.53",
-    origDport: 53,
-    replySrc: "198.18.1.2",
-    replySport: 5353,
-  });
-  ct.add({
-    origSrc: "198.18.3.2",
-    origSport: 4002,
-    origDst: "198.19.0.53",
-    origDport: 53,
-    replySrc: "198.18.1.3",
-    replySport: 5353,
-  });
+  await startWithDns(engine, ["198.18.1.3"]);
+  ct.add(dnsFlow(4000, "198.18.1.2"));
+  ct.add(dnsFlow(4002, "198.18.1.3"));
   await engine.reconcileNow();
   const left: number[] = [];
   ct.dump(4, (e) => left.push(e.origSport));
