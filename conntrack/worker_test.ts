@@ -5,27 +5,16 @@ import { reconcile } from "./reconciler.ts";
 import { cleanupStale } from "./cleanup.ts";
 import { ReconcileWorker, type WorkerClientSpec } from "./worker.ts";
 import { FakeConntrack } from "../ffi/conntrack/fake.ts";
+import { servicePort } from "../proxier/model_testing.ts";
 
 const FAKE = new URL("../ffi/conntrack/fake.ts", import.meta.url).href;
 
-const DNS: ServicePortInfo = {
-  id: "ns/dns:",
-  namespace: "ns",
-  name: "dns",
-  portName: "",
+const DNS: ServicePortInfo = servicePort("ns/dns:", {
   protocol: "UDP",
-  family: 4,
   clusterIP: "198.19.0.10",
   port: 53,
   nodePort: 30053,
-  externalIPs: [],
-  loadBalancerIPs: [],
-  loadBalancerSourceRanges: [],
-  stickyMaxAgeSeconds: 0,
-  externalPolicyLocal: false,
-  internalPolicyLocal: false,
-  healthCheckNodePort: 0,
-};
+});
 
 const STATE: ProxyState = {
   family: 4,

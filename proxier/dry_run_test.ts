@@ -2,25 +2,14 @@ import assert from "node:assert/strict";
 import type { ProxyState, ServicePortInfo } from "./model.ts";
 import { renderDryRun } from "./dry_run.ts";
 import { buildRuleset } from "./rules.ts";
+import { servicePort } from "./model_testing.ts";
 
-const S: ServicePortInfo = {
-  id: "ns/web:http",
-  namespace: "ns",
-  name: "web",
-  portName: "http",
+const S: ServicePortInfo = servicePort("ns/web:http", {
   protocol: "UDP",
-  family: 6,
   clusterIP: "2001:db8:ffff::1",
   port: 53,
   nodePort: 30053,
-  externalIPs: [],
-  loadBalancerIPs: [],
-  loadBalancerSourceRanges: [],
-  stickyMaxAgeSeconds: 0,
-  externalPolicyLocal: false,
-  internalPolicyLocal: false,
-  healthCheckNodePort: 0,
-};
+});
 
 Deno.test("dry run renders one nft script for the ip6 table", () => {
   const st: ProxyState = {
