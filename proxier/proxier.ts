@@ -31,6 +31,7 @@ import {
   type SyncPlan,
 } from "./sync_plan.ts";
 import { BASE_ID, sameFragment, WrittenState } from "./written_state.ts";
+import { mallocTrim } from "../ffi/malloc_trim.ts";
 
 /** The rule builder the proxier uses (proxier/rules.ts by default; swappable for tests/benchmarks). */
 export interface RuleBuilder<Ctx = unknown> {
@@ -130,22 +131,6 @@ const YIELD_EVERY_MS = 50;
 
 /** Transactions at least this big are followed by a malloc_trim. */
 const TRIM_AFTER_OPS = 20_000;
-
-let libc: { symbols: { malloc_trim: (pad: number | bigint) => number } } | null | undefined;
-
-/** glibc malloc_trim(0); a no-op where FFI is not allowed or libc has no such symbol. */
-export function mallocTrim(): void {
-  if (libc === undefined) {
-    try {
-      libc = Deno.dlopen("libc.so.6", {
-        malloc_trim: { parameters: ["usize"], result: "i32" },
-      }) as unknown as typeof libc;
-    } catch {
-      libc = null;
-    }
-  }
-  libc?.symbols.malloc_trim(0);
-}
 
 function emptyStale(): StaleReport {
   return { servicesWithNewEndpoints: [], deletedEndpoints: [] };

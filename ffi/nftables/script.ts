@@ -25,8 +25,12 @@ function chainSpec(c: Chain): string {
 }
 
 function setSpec(s: Set | Map): string {
-  const type = s.kind === "map" ? `${s.type} : ${s.dataType}` : s.type;
-  const parts = [`type ${type} ;`];
+  // A `type` starting with "typeof " declares key (and data) by expression,
+  // as nft lists it back: `typeof ip daddr . th dport : ip daddr`.
+  const typeOf = s.type.startsWith("typeof ");
+  const key = typeOf ? s.type.slice(7) : s.type;
+  const type = s.kind === "map" ? `${key} : ${s.dataType}` : key;
+  const parts = [`${typeOf ? "typeof" : "type"} ${type} ;`];
   if (s.flags !== undefined && s.flags.length > 0) parts.push(`flags ${s.flags.join(",")} ;`);
   if (s.timeout !== undefined) parts.push(`timeout ${s.timeout}s ;`);
   if (s.comment !== undefined) parts.push(`comment ${quote(s.comment)} ;`);

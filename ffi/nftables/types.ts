@@ -51,7 +51,10 @@ export interface Rule {
 /** Flags a set or map may carry. */
 export type SetFlag = "constant" | "interval" | "timeout" | "dynamic";
 
-/** A named set. `type` is a key type, e.g. `ipv4_addr . inet_proto . inet_service`. */
+/**
+ * A named set. `type` is a key type, e.g. `ipv4_addr . inet_proto . inet_service`,
+ * or `typeof ` and a key expression, e.g. `typeof ip daddr . th dport`.
+ */
 export interface Set {
   kind: "set";
   name: string;
@@ -62,7 +65,11 @@ export interface Set {
   comment?: string;
 }
 
-/** A named map: `type` is the key type, `dataType` the value type (`verdict`, `ipv4_addr . inet_service`, ...). */
+/**
+ * A named map: `type` is the key type, `dataType` the value type (`verdict`,
+ * `ipv4_addr . inet_service`, ...). With a `typeof ` key type, `dataType` is
+ * an expression too (`ip daddr . th dport`).
+ */
 export interface Map {
   kind: "map";
   name: string;
