@@ -13,7 +13,7 @@ import type { ConntrackClient } from "../ffi/conntrack/types.ts";
 import type { ProxyState, StaleReport } from "../proxier/model.ts";
 import type { ClusterState } from "../proxier/cluster_state.ts";
 import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
-import type { Proxier, SyncResult } from "../proxier/proxier.ts";
+import type { Proxier, SyncResult } from "../proxier/nftables/proxier.ts";
 import { BoundedFrequencyRunner } from "../proxier/runner.ts";
 import { type CleanupResult, cleanupStale } from "../conntrack/cleanup.ts";
 import type { ReconcileResult } from "../conntrack/reconciler.ts";

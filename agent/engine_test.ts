@@ -6,7 +6,7 @@ import { ProxierHealthServer } from "./health.ts";
 import { FakeNftables } from "../ffi/nftables/fake.ts";
 import { FakeConntrack } from "../ffi/conntrack/fake.ts";
 import { ClusterState } from "../proxier/cluster_state.ts";
-import { Proxier } from "../proxier/proxier.ts";
+import { Proxier } from "../proxier/nftables/proxier.ts";
 import type { EndpointSlice, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { ProxierConfig } from "../proxier/model.ts";
 import { reconcile } from "../conntrack/reconciler.ts";
@@ -198,6 +198,7 @@ Deno.test("a failed transaction is counted and the next sync is full", async () 
     check: (tx) => nft.check(tx),
     list: () => nft.list(),
     listChains: () => nft.listChains(),
+    listSets: () => nft.listSets(),
     listElements: (k, n) => nft.listElements(k, n),
     close: () => {},
   };

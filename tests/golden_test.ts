@@ -1,6 +1,7 @@
 /**
- * Golden dumps: the full nft script for three representative clusters,
- * compared byte for byte with tests/golden/<name>.nft. After an intended
+ * Golden dumps: the nft script a cold start sends for three representative
+ * clusters (through a real Proxier sync, as `--dry-run` prints it), compared
+ * byte for byte with tests/golden/<name>.nft. After an intended
  * change to the rule layout, regenerate with
  *
  *   KNP_UPDATE_GOLDEN=1 ./denow test -A tests/golden_test.ts
@@ -12,8 +13,7 @@
  */
 import assert from "node:assert/strict";
 import type { EndpointInfo, ProxierConfig, ProxyState, ServicePortInfo } from "../proxier/model.ts";
-import { renderDryRun } from "../proxier/dry_run.ts";
-import { buildRuleset } from "../proxier/rules.ts";
+import { coldStartScript } from "./programmed.ts";
 import { endpoint, servicePort } from "../proxier/model_testing.ts";
 
 const svc = (id: string, o: Partial<ServicePortInfo>) => servicePort(id, { family: 4, ...o });
@@ -167,10 +167,10 @@ export const GOLDEN: Record<string, GoldenCluster> = {
   ),
 };
 
-/** The rendered script of one golden cluster. */
-export function renderGolden(name: string): string {
+/** The script a cold start of one golden cluster sends, through a real sync. */
+export function renderGolden(name: string): Promise<string> {
   const c = GOLDEN[name];
-  return renderDryRun(buildRuleset(c.state, c.config));
+  return coldStartScript(c.state, c.config);
 }
 
 const dir = new URL("./golden/", import.meta.url);
@@ -179,7 +179,7 @@ const update = Deno.env.get("KNP_UPDATE_GOLDEN") === "1";
 for (const name of Object.keys(GOLDEN)) {
   Deno.test(`golden: ${name}`, async () => {
     const file = new URL(`${name}.nft`, dir);
-    const got = renderGolden(name);
+    const got = await renderGolden(name);
     if (update) {
       await Deno.writeTextFile(file, got);
       return;

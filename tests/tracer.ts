@@ -11,15 +11,12 @@
  * @module
  */
 import type {
-  Chain,
   Element,
-  Family,
   Hook,
   Map as NftMap,
   Rule,
   Set as NftSet,
   TableState,
-  Transaction,
 } from "../ffi/nftables/types.ts";
 import { canonicalIP, cidrContains, parseCIDR, parseIP } from "../proxier/ip.ts";
 
@@ -340,6 +337,7 @@ class Tracer {
       if (w === "dnat") {
         let j = i + 1;
         if (t[j] === "ip" || t[j] === "ip6") j++;
+        if (t[j] === "to" && t[t.length - 2] === "map") return this.dnatMap(t, j + 1, pkt, fail);
         if (t[j] !== "to" || j + 2 !== t.length) fail("dnat");
         const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(t[j + 1]) ?? fail("dnat target");
         const p = clone(pkt);
@@ -392,6 +390,49 @@ class Tracer {
     return go(0, pkt0);
   }
 
+  /**
+   * `dnat to <key> map @m`: the key is a concatenation of selectors, one of
+   * which may be `numgen random mod N`, which forks the trace over every
+   * bucket. A bucket without an element is a lookup miss: the rule does not
+   * match and the packet goes on un-NATed.
+   */
+  private dnatMap(t: string[], from: number, pkt: Pkt, fail: (why: string) => never): Res[] {
+    const ref = t[t.length - 1];
+    if (!ref.startsWith("@")) fail("dnat map reference");
+    const parts: string[][] = [[]];
+    for (const tok of t.slice(from, t.length - 2)) {
+      if (tok === ".") parts.push([]);
+      else parts[parts.length - 1].push(tok);
+    }
+    let fork: number | undefined;
+    const fixed = parts.map((p) => {
+      if (p[0] === "numgen") {
+        if (p[1] !== "random" || p[2] !== "mod" || p.length !== 4) fail("numgen in a map key");
+        fork = Number(p[3]);
+        return undefined;
+      }
+      const [v, n] = this.selector(p, 0, pkt, fail);
+      if (n !== p.length) fail(`map key part "${p.join(" ")}"`);
+      return v;
+    });
+    const out: Res[] = [];
+    for (let b = 0; b < (fork ?? 1); b++) {
+      const key = fixed.map((v) => v ?? String(b));
+      const e = this.findElement(ref.slice(1), key);
+      if (e === undefined || e.value === undefined) {
+        out.push({ pkt, v: "next" });
+        continue;
+      }
+      const [addr, port] = e.value.join(" . ").split(" . ");
+      const p = clone(pkt);
+      p.daddr = canon(addr);
+      p.dport = Number(port);
+      p.dnat = addr.includes(":") ? `[${canon(addr)}]:${port}` : `${addr}:${port}`;
+      out.push({ pkt: p, v: "accept" });
+    }
+    return out;
+  }
+
   /** Reads one selector at t[i]; returns its value for the packet and the next index. */
   private selector(
     t: string[],
@@ -434,60 +475,4 @@ function matchLiteral(value: string, rhs: string, fail: (why: string) => never):
   if (/^(0x[0-9a-f]+|[0-9]+)$/i.test(rhs)) return Number(value) === Number(rhs);
   if (/^(tcp|udp|sctp)$/.test(rhs)) return value === rhs;
   return fail(`literal ${rhs}`);
-}
-
-/**
- * Builds the TableState a transaction leaves behind when applied to an
- * empty table (add, flush and chain delete: enough for `assemble()` output).
- */
-export function tableStateFromTransaction(
-  family: Family,
-  name: string,
-  tx: Transaction,
-): TableState {
-  const st: TableState = { family, name, chains: new Map(), sets: new Map(), maps: new Map() };
-  for (const { verb, obj } of tx.ops) {
-    if (verb === "delete" && obj.kind === "chain") {
-      const c = st.chains.get(obj.name);
-      if (!c || c.rules.length > 0) throw new Error(`cannot delete chain ${obj.name}`);
-      st.chains.delete(obj.name);
-      continue;
-    }
-    if (verb !== "add" && verb !== "flush") throw new Error(`unsupported verb ${verb}`);
-    switch (obj.kind) {
-      case "table":
-        if (verb === "add" && obj.comment !== undefined) st.comment = obj.comment;
-        if (verb === "flush") {
-          for (const c of st.chains.values()) c.rules = [];
-          for (const s of st.sets.values()) s.elements = [];
-          for (const m of st.maps.values()) m.elements = [];
-        }
-        break;
-      case "chain":
-        if (verb === "flush") st.chains.get(obj.name)!.rules = [];
-        else if (!st.chains.has(obj.name)) {
-          st.chains.set(obj.name, { chain: obj as Chain, rules: [] });
-        }
-        break;
-      case "set":
-        if (!st.sets.has(obj.name)) st.sets.set(obj.name, { set: obj, elements: [] });
-        break;
-      case "map":
-        if (!st.maps.has(obj.name)) st.maps.set(obj.name, { map: obj, elements: [] });
-        break;
-      case "rule": {
-        const c = st.chains.get(obj.chain);
-        if (!c) throw new Error(`rule for missing chain ${obj.chain}`);
-        c.rules.push(obj);
-        break;
-      }
-      case "element": {
-        const target = obj.set !== undefined ? st.sets.get(obj.set) : st.maps.get(obj.map!);
-        if (!target) throw new Error(`element for missing set/map ${obj.set ?? obj.map}`);
-        target.elements.push(obj);
-        break;
-      }
-    }
-  }
-  return st;
 }

@@ -3,8 +3,6 @@
  * Table-driven: one representative cluster, one case per behaviour.
  */
 import assert from "node:assert/strict";
-import { FakeNftables } from "../ffi/nftables/fake.ts";
-import { assemble } from "../proxier/assemble.ts";
 import type {
   EndpointInfo,
   NodeInfo,
@@ -12,15 +10,10 @@ import type {
   ProxyState,
   ServicePortInfo,
 } from "../proxier/model.ts";
-import { buildContext, buildRuleset } from "../proxier/rules.ts";
-import {
-  type Packet,
-  tableStateFromTransaction,
-  tokenize,
-  trace,
-  type TraceResult,
-} from "./tracer.ts";
+import { buildContext } from "../proxier/nftables/context.ts";
+import { type Packet, tokenize, trace, type TraceResult } from "./tracer.ts";
 import { endpoint, servicePort } from "../proxier/model_testing.ts";
+import { programFake } from "./programmed.ts";
 
 const NODE_IP = "198.18.0.1";
 const SECOND_NODE_IP = "198.18.0.99";
@@ -140,11 +133,9 @@ function state4(): ProxyState {
   };
 }
 
-/** Applies the full transaction to FakeNftables (which validates references) and traces its state. */
+/** Programs the state through a real sync into FakeNftables (which validates references) and traces the result. */
 async function tracerFor(cfg: Partial<ProxierConfig> = {}, st: ProxyState = state4()) {
-  const built = buildRuleset(st, { ...BASE_CFG, ...cfg });
-  const fake = new FakeNftables(built.family, built.table);
-  await fake.run(assemble(built));
+  const { fake } = await programFake(st, { ...BASE_CFG, ...cfg });
   const table = fake.state()!;
   const nodeIPs = st.family === 4 ? [NODE_IP, SECOND_NODE_IP] : ["2001:db8::1"];
   return (p: Packet): TraceResult => trace(table, p, { nodeIPs });
@@ -564,24 +555,23 @@ Deno.test("trace: hairpin masquerades only the path back to the sender", async (
   assert.equal(byTarget.get(R), false);
 });
 
-Deno.test("trace: affinity rules come before the random choice and feed the sets", () => {
-  const st = state4();
-  const built = buildRuleset(st, BASE_CFG);
-  const frag = built.services.get("ns/sticky:http")!;
-  assert.equal(frag.sets.length, 2);
-  for (const s of frag.sets) {
-    assert.equal(s.kind, "set");
+Deno.test("trace: affinity rules come before the random choice and feed the sets", async () => {
+  const { fake } = await programFake(state4(), BASE_CFG);
+  const table = fake.state()!;
+  const sets = [...table.sets.values()].filter((s) => s.set.name.includes("ns/sticky"));
+  assert.equal(sets.length, 2);
+  for (const { set: s } of sets) {
     assert.deepEqual(s.flags, ["dynamic", "timeout"]);
     assert.equal(s.timeout, 10800);
   }
-  const rules = frag.chains[0].rules;
+  const chain = [...table.chains.values()].find((c) => c.chain.name.includes("ns/sticky/"))!;
+  const rules = chain.rules.map((r) => r.rule);
   assert.match(
-    rules[1],
+    rules[0],
     /^ip saddr @affinity-\S+ update @affinity-\S+ \{ ip saddr \} meta l4proto tcp dnat ip to /,
   );
-  assert.match(rules[3], /numgen random mod 2 0 update @affinity-/);
+  assert.match(rules[2], /numgen random mod 2 0 update @affinity-/);
   // A client already in an affinity set goes straight to its endpoint.
-  const table = tableStateFromTransaction(built.family, built.table, assemble(built));
   const aff = [...table.sets.keys()].find((n) => n.includes("ns/sticky") && n.includes(EP_R))!;
   table.sets.get(aff)!.elements.push({ kind: "element", set: aff, key: [POD] });
   const r = trace(table, p("pod", POD, "198.19.0.11", 80), { nodeIPs: [NODE_IP] });
@@ -619,10 +609,8 @@ Deno.test("trace: localhost nodePortAddresses are reported as unsupported", () =
   assert.deepEqual(ctx.nodePortIPs, []);
 });
 
-Deno.test("tracer: unknown syntax throws instead of being ignored", () => {
-  const st = state4();
-  const built = buildRuleset(st, BASE_CFG);
-  const table = tableStateFromTransaction(built.family, built.table, assemble(built));
+Deno.test("tracer: unknown syntax throws instead of being ignored", async () => {
+  const table = (await programFake(state4(), BASE_CFG)).fake.state()!;
   table.chains.get("services")!.rules.unshift({
     kind: "rule",
     chain: "services",
@@ -644,20 +632,4 @@ Deno.test("tracer: tokenize keeps quoted strings and braces whole", () => {
     "{ ip saddr }",
     "drop",
   ]);
-});
-
-Deno.test("tracer: tableStateFromTransaction matches what FakeNftables holds", async () => {
-  const built = buildRuleset(state4(), BASE_CFG);
-  const tx = assemble(built);
-  const mine = tableStateFromTransaction(built.family, built.table, tx);
-  const fake = new FakeNftables(built.family, built.table);
-  await fake.run(tx);
-  const theirs = fake.state()!;
-  assert.deepEqual([...mine.chains.keys()].sort(), [...theirs.chains.keys()].sort());
-  for (const [name, c] of mine.chains) {
-    assert.deepEqual(c.rules.map((r) => r.rule), theirs.chains.get(name)!.rules.map((r) => r.rule));
-  }
-  const pkt = p("offnode", CLIENT, NODE_IP, 30007);
-  const env = { nodeIPs: [NODE_IP] };
-  assert.deepEqual(trace(mine, pkt, env), trace(theirs, pkt, env));
 });

@@ -36,9 +36,11 @@ import { renderElement, renderOperation, renderScript } from "./script.ts";
 import {
   type Element,
   type Family,
+  type Map as NftMap,
   type NftablesClient,
   NftablesError,
   type Operation,
+  type Set as NftSet,
   type TableState,
   Transaction,
 } from "./types.ts";
@@ -46,6 +48,8 @@ import { NftContext, type NftLib, OutputFlag, type RunResult } from "./libnftabl
 import { parseChainNames, parseTableListing } from "./list_parser.ts";
 
 const FAMILIES: readonly Family[] = ["ip", "ip6", "inet"];
+/** Output flags of every context: handles, numeric priorities (what the listing parser expects). */
+const BASE_FLAGS = OutputFlag.HANDLE | OutputFlag.NUMERIC_PRIO;
 /** nft identifiers: what the scanner accepts unquoted. */
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_./-]*$/;
 
@@ -196,7 +200,7 @@ export function openNftables(
         `starting with a letter or "_"`,
     );
   }
-  const ctx = new NftContext(opts.lib, OutputFlag.HANDLE | OutputFlag.NUMERIC_PRIO);
+  const ctx = new NftContext(opts.lib, BASE_FLAGS);
   return new LibNftablesClient(family, table, ctx);
 }
 
@@ -396,9 +400,15 @@ class LibNftablesClient implements NftablesClient {
   }
 
   /** Runs a listing command; returns null when the object does not exist. */
-  private listing(cmd: string): Promise<string | null> {
+  private listing(cmd: string, extraFlags = 0): Promise<string | null> {
     return this.enqueue(async () => {
-      const res = await this.#ctx.run(cmd + "\n");
+      if (extraFlags !== 0) this.#ctx.setOutputFlags(BASE_FLAGS | extraFlags);
+      let res: RunResult;
+      try {
+        res = await this.#ctx.run(cmd + "\n");
+      } finally {
+        if (extraFlags !== 0) this.#ctx.setOutputFlags(BASE_FLAGS);
+      }
       if (res.rc === 0) return res.output;
       const err = new NftablesError(
         parseErrorText(res.error).map((r) => r.message).join("\n") || `${cmd} failed`,
@@ -433,6 +443,20 @@ class LibNftablesClient implements NftablesClient {
       );
     }
     return entry.elements;
+  }
+
+  async listSets(): Promise<(NftSet | NftMap)[]> {
+    // Terse: declarations only. `list maps` takes no table, so list the family's.
+    const out: (NftSet | NftMap)[] = [];
+    for (
+      const cmd of [`list sets table ${this.family} ${this.table}`, `list maps ${this.family}`]
+    ) {
+      const text = await this.listing(cmd, OutputFlag.TERSE);
+      const state = text === null ? null : parseTableListing(text, this.family, this.table);
+      for (const { set } of state?.sets.values() ?? []) out.push(set);
+      for (const { map } of state?.maps.values() ?? []) out.push(map);
+    }
+    return out;
   }
 
   close(): void {

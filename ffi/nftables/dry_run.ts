@@ -6,7 +6,15 @@
  * @module
  */
 import { renderScript } from "./script.ts";
-import type { Element, Family, NftablesClient, TableState, Transaction } from "./types.ts";
+import type {
+  Element,
+  Family,
+  Map as NftMap,
+  NftablesClient,
+  Set as NftSet,
+  TableState,
+  Transaction,
+} from "./types.ts";
 
 /** Prints each transaction as an nft script to `write`. */
 export class DryRunNftables implements NftablesClient {
@@ -39,6 +47,10 @@ export class DryRunNftables implements NftablesClient {
   }
 
   listElements(_kind: "set" | "map", _name: string): Promise<Element[]> {
+    return Promise.resolve([]);
+  }
+
+  listSets(): Promise<(NftSet | NftMap)[]> {
     return Promise.resolve([]);
   }
 

@@ -273,6 +273,8 @@ const DATATYPES: Record<string, DataType> = {
   ipv6_addr: addrType("ipv6_addr", 128, parseIPv6, formatIPv6),
   inet_service: numberType("inet_service", 65535n, String),
   mark: numberType("mark", 0xffffffffn, (v) => `0x${v.toString(16).padStart(8, "0")}`),
+  // What `typeof numgen ...` keys hold: a 32-bit number listed in decimal.
+  integer: numberType("integer", 0xffffffffn, String),
   inet_proto: {
     name: "inet_proto",
     parse(s) {
@@ -323,9 +325,28 @@ function unquote(s: string): string {
     : s;
 }
 
+/**
+ * The datatype of each expression nft accepts after `typeof` that the fake
+ * knows. `numgen random mod N` has no fixed modulus in its type: any lookup
+ * with a numgen key may use the set.
+ */
+function typeofDatatype(expr: string, what: string): string {
+  const e = expr.trim().replace(/\s+/g, " ");
+  if (/^ip (saddr|daddr)$/.test(e)) return "ipv4_addr";
+  if (/^ip6 (saddr|daddr)$/.test(e)) return "ipv6_addr";
+  if (e === "meta l4proto") return "inet_proto";
+  if (/^(th|tcp|udp|sctp) (sport|dport)$/.test(e)) return "inet_service";
+  if (/^numgen (random|inc) mod \d+( offset \d+)?$/.test(e)) return "integer";
+  if (e === "meta mark" || e === "ct mark") return "mark";
+  if (e === "iifname" || e === "oifname" || e === "meta iifname") return "ifname";
+  return invalid(`${what}: the fake does not know the type of expression "${expr.trim()}"`);
+}
+
 /** Parses a type like `ipv4_addr . inet_proto . inet_service` into its parts. */
 function parseTypeList(type: string, what: string, allowVerdict: boolean): DataType[] {
-  const names = type.split(".").map((p) => p.trim());
+  const names = type.startsWith("typeof ")
+    ? type.slice(7).split(" . ").map((e) => typeofDatatype(e, what))
+    : type.split(".").map((p) => p.trim());
   return names.map((n) => {
     const dt = DATATYPES[n];
     if (dt === undefined) {
@@ -587,6 +608,7 @@ function sameFlags(a: NftSet | NftMap, b: NftSet | NftMap): boolean {
 }
 
 function normType(t: string): string {
+  if (t.startsWith("typeof ")) return t.replace(/\s+/g, " ");
   return t.split(".").map((p) => p.trim()).join(" . ");
 }
 
@@ -661,6 +683,12 @@ export class FakeNftables implements NftablesClient {
     return Promise.resolve([...s.elements.values()].map((e) => toElement(s, e)));
   }
 
+  /** Set and map declarations as the kernel lists them, or [] when the table does not exist. */
+  listSets(): Promise<(NftSet | NftMap)[]> {
+    this.ensureOpen();
+    return Promise.resolve([...this.data?.sets.values() ?? []].map((s) => listedDef(s.def)));
+  }
+
   /** Marks the client closed; later calls throw. */
   close(): void {
     this.closed = true;
@@ -717,9 +745,10 @@ export class FakeNftables implements NftablesClient {
         if (s.def.kind !== kind) continue;
         const d = s.def;
         out.push(`\t${kind} ${name} {`);
-        out.push(
-          `\t\ttype ${normType(d.type)}${d.kind === "map" ? ` : ${normType(d.dataType)}` : ""}`,
-        );
+        const typeLine = d.type.startsWith("typeof ")
+          ? normType(d.type)
+          : `type ${normType(d.type)}`;
+        out.push(`\t\t${typeLine}${d.kind === "map" ? ` : ${normType(d.dataType)}` : ""}`);
         const flags = listedDef(d).flags;
         if (flags !== undefined) out.push(`\t\tflags ${flags.join(",")}`);
         if (d.timeout !== undefined) out.push(`\t\ttimeout ${formatDuration(d.timeout)}`);
@@ -962,8 +991,14 @@ export class FakeNftables implements NftablesClient {
       case "add":
       case "create": {
         const keyTypes = parseTypeList(s.type, `${s.kind} ${s.name} type`, false);
+        const dataType =
+          s.kind === "map" && s.type.startsWith("typeof ") && s.dataType !== "verdict"
+            ? `typeof ${s.dataType}`
+            : s.kind === "map"
+            ? s.dataType
+            : "";
         const valueTypes = s.kind === "map"
-          ? parseTypeList(s.dataType, `map ${s.name} data type`, true)
+          ? parseTypeList(dataType, `map ${s.name} data type`, true)
           : undefined;
         for (const f of s.flags ?? []) {
           if (!["constant", "interval", "timeout", "dynamic"].includes(f)) {
@@ -1071,10 +1106,8 @@ function parseParts(
   what: string,
   set: string,
 ): Part[] {
-  // Tolerate a whole concatenation passed as one string ("1.2.3.4 . tcp . 80").
-  const flat = parts.length === 1 && types.length > 1
-    ? parts[0].split(" . ").map((p) => p.trim())
-    : parts.map((p) => p.trim());
+  // A part may hold several fields of a concatenation ("1.2.3.4 . tcp . 80").
+  const flat = parts.flatMap((p) => p.split(" . ")).map((p) => p.trim());
   if (flat.length !== types.length) {
     invalid(
       `${set}: ${what} "${flat.join(" . ")}" has ${flat.length} part(s), type ${

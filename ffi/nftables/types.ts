@@ -173,6 +173,8 @@ export interface NftablesClient {
   listChains(): Promise<string[]>;
   /** Elements of one set or map. */
   listElements(kind: "set" | "map", name: string): Promise<Element[]>;
+  /** Declarations of the table's sets and maps, without elements (cheap), or [] without the table. */
+  listSets(): Promise<(Set | Map)[]>;
   /** Releases native resources. */
   close(): void;
 }

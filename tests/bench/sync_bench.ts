@@ -15,7 +15,7 @@
  */
 import { openNftables } from "../../ffi/nftables/client.ts";
 import type { NftablesClient, Transaction } from "../../ffi/nftables/types.ts";
-import { Proxier } from "../../proxier/proxier.ts";
+import { Proxier } from "../../proxier/nftables/proxier.ts";
 import { BoundedFrequencyRunner } from "../../proxier/runner.ts";
 import {
   type MutableState,
@@ -31,10 +31,8 @@ import {
 export interface SyncBenchOptions {
   services: number;
   eps: number;
-  /** Cold-start chunk size in chains (0 = one transaction; default: the proxier's). */
+  /** Cold-start transaction size in operations (0 = one transaction; default: the proxier's). */
   chunk?: number;
-  /** Stream the cold start (build chunk k+1 while the kernel applies chunk k); default: the proxier's. */
-  stream?: boolean;
   /** Skip the concurrent full-sync measurement. */
   noConcurrent?: boolean;
 }
@@ -94,9 +92,8 @@ export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
   const p = new Proxier({
     client,
     config: syntheticConfig(),
-    chunkChains: o.chunk,
+    maxOpsPerTransaction: o.chunk,
     shouldYield: () => probe.shouldYield(),
-    streamColdStart: o.stream,
   });
   p.markSynced("services");
   p.markSynced("endpointSlices");
@@ -110,7 +107,6 @@ export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
     bench: "sync-cold",
     ...size,
     chunk: o.chunk ?? "default",
-    stream: o.stream ?? "default",
     seconds: (performance.now() - t0) / 1000,
     kernelSeconds: kernel() - k0,
     ops: cold.ops,
@@ -242,6 +238,5 @@ if (import.meta.main) {
     eps: arg("eps", 10),
     chunk: Deno.args.includes("--chunk") ? arg("chunk") : undefined,
     noConcurrent: Deno.args.includes("--no-concurrent"),
-    stream: Deno.args.includes("--stream") ? true : undefined,
   });
 }

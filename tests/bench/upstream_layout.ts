@@ -16,7 +16,7 @@ import { Transaction } from "../../ffi/nftables/types.ts";
 import type { MutableState } from "./synthetic.ts";
 import { syntheticState } from "./synthetic.ts";
 import { requireTestNetns } from "./sync_bench.ts";
-import { hash8 } from "../../proxier/names.ts";
+import { hash8 } from "../../proxier/nftables/names.ts";
 
 /** Renders the upstream 1.34 shape of `state` as one transaction. */
 export function upstreamTransaction(state: MutableState, podCIDR = "198.19.0.0/16"): Transaction {

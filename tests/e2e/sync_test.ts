@@ -176,7 +176,7 @@ async function child(args: string[]): Promise<void> {
     return i < 0 ? def : Number(args[i + 1]);
   };
   const { openNftables } = await import("../../ffi/nftables/client.ts");
-  const { Proxier } = await import("../../proxier/proxier.ts");
+  const { Proxier } = await import("../../proxier/nftables/proxier.ts");
   const synth = await import("../bench/synthetic.ts");
   const filler = num("filler", 0);
   const offset = num("filler-offset", 0);

@@ -7,7 +7,7 @@ import {
   serviceChainNames,
   servicePortBase,
 } from "./names.ts";
-import type { ServicePortInfo } from "./model.ts";
+import type { ServicePortInfo } from "../model.ts";
 
 function svc(o: Partial<ServicePortInfo>): ServicePortInfo {
   return {

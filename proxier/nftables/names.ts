@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { ServicePortInfo } from "./model.ts";
+import type { ServicePortInfo } from "../model.ts";
 
 /** The table name used in both families. */
 export const TABLE = "kube-proxy";
@@ -40,6 +40,50 @@ export const N = {
   nodePortIPs: "nodeport-ips",
   hairpin: "hairpin",
 } as const;
+
+/**
+ * Kinds of shared endpoint-selection chains: `dnat-N` for ClusterIP traffic,
+ * `external-dnat-N` for externalIPs and LoadBalancer IPs (marks for
+ * masquerade first), `nodeport-dnat-N` for NodePorts (marks, and looks up
+ * without the destination address).
+ */
+export type ClassKind = "dnat" | "external" | "nodeport";
+
+const CLASS_PREFIX: Record<ClassKind, string> = {
+  dnat: "dnat",
+  external: "external-dnat",
+  nodeport: "nodeport-dnat",
+};
+
+function genSuffix(gen: number): string {
+  return gen === 0 ? "" : `-g${gen}`;
+}
+
+/**
+ * Name of the shared chain that picks one of `n` endpoints for a `kind` of
+ * frontend, in generation `gen` of the endpoint maps (see docs/dataplane.md):
+ * `dnat-10`, `external-dnat-3-g1`, ...
+ */
+export function classChainName(kind: ClassKind, n: number, gen: number): string {
+  return `${CLASS_PREFIX[kind]}-${n}${genSuffix(gen)}`;
+}
+
+/** Name of the map holding endpoint buckets (`endpoints`, `nodeport-endpoints-g1`, ...). */
+export function endpointsMapName(nodePort: boolean, gen: number): string {
+  return `${nodePort ? "nodeport-endpoints" : "endpoints"}${genSuffix(gen)}`;
+}
+
+const CLASS_CHAIN = /^(dnat|external-dnat|nodeport-dnat)-(\d+)(?:-g(\d+))?$/;
+
+/** Parses a class chain name back into its parts, or undefined for any other name. */
+export function parseClassChain(
+  name: string,
+): { kind: ClassKind; n: number; gen: number } | undefined {
+  const m = CLASS_CHAIN.exec(name);
+  if (m === null) return undefined;
+  const kind = m[1] === "dnat" ? "dnat" : m[1] === "external-dnat" ? "external" : "nodeport";
+  return { kind, n: Number(m[2]), gen: m[3] === undefined ? 0 : Number(m[3]) };
+}
 
 /** nftables' NFT_NAME_MAXLEN is 256 including the NUL. */
 export const NAME_MAX = 255;

@@ -1,0 +1,172 @@
+/**
+ * The build context: everything besides services and endpoints that shapes
+ * one family's rules (node addresses, NodePort addresses, local-traffic
+ * detection, masquerade mark). When its {@link contextKey} changes, every
+ * service port is rebuilt by a full sync.
+ *
+ * @module
+ */
+import { ZONE_LABEL } from "../categorize.ts";
+import { cidrContains, ipFamily, parseCIDR, parseIP } from "../ip.ts";
+import type { IpFamily, NodeInfo, ProxierConfig, ProxyState } from "../model.ts";
+
+/**
+ * Everything besides services and endpoints that shapes the rules. When it
+ * changes (see {@link contextKey}) every service port must be rebuilt.
+ */
+export interface BuildContext {
+  family: IpFamily;
+  /** nft table family and address selector prefix: `ip` or `ip6`. */
+  ip: "ip" | "ip6";
+  /** nft address type: `ipv4_addr` or `ipv6_addr`. */
+  addrType: "ipv4_addr" | "ipv6_addr";
+  /** The node as topology needs it: name and zone label only. */
+  node: NodeInfo;
+  /** Node IPs of this family. */
+  nodeIPs: string[];
+  /** Addresses that accept NodePort traffic, or "all" for every local address. */
+  nodePortIPs: string[] | "all";
+  serviceCIDRs: string[];
+  /** The masquerade mark, formatted as nft prints it (`0x00004000`). */
+  masqMark: string;
+  masqueradeAll: boolean;
+  /** Alternative matches that each mean "from a pod on this node"; [] when undetectable. */
+  localMatches: string[];
+  /** A match meaning "not from a pod on this node", or undefined when undetectable. */
+  notLocal: string | undefined;
+  /** Problems worth logging (e.g. localhost nodePortAddresses). Not part of the key. */
+  warnings: string[];
+}
+
+function isLoopback(ip: string): boolean {
+  const p = parseIP(ip);
+  if (!p) return false;
+  return p.family === 4 ? p.bytes[0] === 127 : p.bytes.every((b, i) => b === (i === 15 ? 1 : 0));
+}
+
+/**
+ * Derives the per-sync build context. Throws on configuration that cannot
+ * be turned into rules, naming the bad value.
+ */
+export function buildContext(state: ProxyState, cfg: ProxierConfig): BuildContext {
+  const fam = state.family;
+  if (fam !== 4 && fam !== 6) throw new Error(`ProxyState.family must be 4 or 6, got ${fam}`);
+  const bit = cfg.masqueradeBit;
+  if (!Number.isInteger(bit) || bit < 0 || bit > 31) {
+    throw new Error(`masqueradeBit must be an integer 0-31, got ${bit}`);
+  }
+  const ip = fam === 4 ? "ip" : "ip6";
+  const warnings: string[] = [];
+  const nodeIPs = state.node.ips.filter((a) => ipFamily(a) === fam);
+  const podCIDRs = state.node.podCIDRs.filter((c) => parseCIDR(c)?.family === fam);
+
+  // nodePortAddresses: "primary" and/or CIDRs; only this family's entries count.
+  const npa = cfg.nodePortAddresses.length === 0 ? ["primary"] : cfg.nodePortAddresses;
+  let nodePortIPs: string[] | "all" = [];
+  const chosen = new Set<string>();
+  for (const entry of npa) {
+    if (entry === "primary") {
+      for (const a of nodeIPs) chosen.add(a);
+      continue;
+    }
+    const c = parseCIDR(entry);
+    if (!c) {
+      throw new Error(
+        `nodePortAddresses entry ${JSON.stringify(entry)} is neither "primary" nor a CIDR`,
+      );
+    }
+    if (c.family !== fam) continue;
+    if (c.prefix === 0) {
+      nodePortIPs = "all";
+      break;
+    }
+    const loopNet = fam === 4 ? parseIP("127.0.0.1")! : parseIP("::1")!;
+    if (cidrContains(c, loopNet)) {
+      warnings.push(
+        `nodePortAddresses ${entry} includes localhost, but localhost NodePorts are not supported`,
+      );
+    }
+    for (const a of nodeIPs) if (cidrContains(c, parseIP(a)!)) chosen.add(a);
+  }
+  if (nodePortIPs !== "all") {
+    nodePortIPs = [...chosen].filter((a) => {
+      if (!isLoopback(a)) return true;
+      warnings.push(`node IP ${a} is a loopback address; localhost NodePorts are not supported`);
+      return false;
+    });
+    if (nodePortIPs.length === 0) {
+      warnings.push(
+        `no IPv${fam} node address matches nodePortAddresses [${npa.join(", ")}]: ` +
+          `IPv${fam} NodePorts will not be reachable`,
+      );
+    }
+  }
+
+  // Local traffic detection (--detect-local-mode).
+  let localMatches: string[] = [];
+  let notLocal: string | undefined;
+  const det = cfg.localDetector;
+  const fromCIDRs = (cidrs: string[], what: string) => {
+    if (cidrs.length === 0) {
+      warnings.push(`no IPv${fam} ${what}: pod traffic cannot be told from other traffic`);
+      return;
+    }
+    localMatches = cidrs.map((c) => `${ip} saddr ${c}`);
+    notLocal = cidrs.map((c) => `${ip} saddr != ${c}`).join(" ");
+  };
+  switch (det.mode) {
+    case "ClusterCIDR": {
+      for (const c of det.cidrs) {
+        if (!parseCIDR(c)) throw new Error(`localDetector cidr ${JSON.stringify(c)} is not a CIDR`);
+      }
+      fromCIDRs(det.cidrs.filter((c) => parseCIDR(c)!.family === fam), "cluster CIDR");
+      break;
+    }
+    case "NodeCIDR":
+      fromCIDRs(podCIDRs, "podCIDR on this node");
+      break;
+    case "BridgeInterface":
+      if (!det.interface) throw new Error("localDetector BridgeInterface needs an interface name");
+      localMatches = [`iifname "${det.interface}"`];
+      notLocal = `iifname != "${det.interface}"`;
+      break;
+    case "InterfaceNamePrefix":
+      if (!det.prefix) throw new Error("localDetector InterfaceNamePrefix needs a prefix");
+      localMatches = [`iifname "${det.prefix}*"`];
+      notLocal = `iifname != "${det.prefix}*"`;
+      break;
+    case "None":
+      break;
+    default:
+      throw new Error(
+        `unknown localDetector mode ${JSON.stringify((det as { mode: string }).mode)}`,
+      );
+  }
+
+  const zone = state.node.labels[ZONE_LABEL];
+  return {
+    family: fam,
+    ip,
+    addrType: fam === 4 ? "ipv4_addr" : "ipv6_addr",
+    node: {
+      name: state.node.name,
+      labels: zone === undefined ? {} : { [ZONE_LABEL]: zone },
+      ips: nodeIPs,
+      podCIDRs,
+    },
+    nodeIPs,
+    nodePortIPs,
+    serviceCIDRs: state.serviceCIDRs.filter((c) => parseCIDR(c)?.family === fam),
+    masqMark: "0x" + (1 << bit >>> 0).toString(16).padStart(8, "0"),
+    masqueradeAll: cfg.masqueradeAll,
+    localMatches,
+    notLocal,
+    warnings,
+  };
+}
+
+/** A string that changes exactly when the context changes in a way that affects rules. */
+export function contextKey(ctx: BuildContext): string {
+  const { warnings: _w, ...rest } = ctx;
+  return JSON.stringify(rest);
+}

@@ -1,0 +1,134 @@
+/**
+ * A frontend's elements: the verdict element in a dispatch map, one bucket
+ * element per endpoint in the endpoint map of the current generation, and
+ * the no-endpoint and firewall elements. Rendered from a
+ * {@link FrontendSpec}, kept in the written state as one string, and diffed
+ * element by element.
+ *
+ * @module
+ */
+import type { Element } from "../../ffi/nftables/types.ts";
+import { classChainName, endpointsMapName, N } from "./names.ts";
+import type { FrontendSpec } from "./service_rules.ts";
+
+/** The elements of one frontend, as written. */
+export interface FrontendElements {
+  /** Dispatch verdict, e.g. `goto dnat-3` or `goto service-…`. */
+  verdict?: string;
+  /** Bucket values (`ip . port`) in bucket order. */
+  buckets: readonly string[];
+  /** No-endpoint verdict (`drop`, `goto reject-chain`). */
+  noEndpoint?: string;
+  /** firewall-ips verdict (`goto firewall-…`). */
+  firewall?: string;
+}
+
+const SEP = "\u0001";
+const NO_BUCKETS: readonly string[] = [];
+
+/** One string holding a frontend's elements (for the written state). */
+export function encodeFrontend(f: FrontendElements): string {
+  return `${f.verdict ?? ""}${SEP}${f.noEndpoint ?? ""}${SEP}${f.firewall ?? ""}${SEP}${
+    f.buckets.join(",")
+  }`;
+}
+
+/** The inverse of {@link encodeFrontend}. */
+export function decodeFrontend(s: string): FrontendElements {
+  const [verdict, noEndpoint, firewall, buckets] = s.split(SEP);
+  const f: FrontendElements = { buckets: buckets === "" ? NO_BUCKETS : buckets.split(",") };
+  if (verdict !== "") f.verdict = verdict;
+  if (noEndpoint !== "") f.noEndpoint = noEndpoint;
+  if (firewall !== "") f.firewall = firewall;
+  return f;
+}
+
+/** The class chain a frontend dispatches to in generation `gen`, or undefined. */
+export function frontendClass(f: FrontendSpec, gen: number): string | undefined {
+  const d = f.dispatch;
+  if (d === undefined || !("class" in d)) return undefined;
+  return classChainName(d.class, d.endpoints.length, gen);
+}
+
+/** The elements a frontend wants in generation `gen`. */
+export function renderFrontend(f: FrontendSpec, gen: number): FrontendElements {
+  const out: FrontendElements = { buckets: NO_BUCKETS };
+  const d = f.dispatch;
+  if (d !== undefined) {
+    if ("class" in d) {
+      out.verdict = `goto ${classChainName(d.class, d.endpoints.length, gen)}`;
+      out.buckets = d.endpoints;
+    } else {
+      out.verdict = `goto ${d.chain}`;
+    }
+  }
+  if (f.noEndpoint !== undefined) out.noEndpoint = f.noEndpoint;
+  if (f.firewall !== undefined) out.firewall = `goto ${f.firewall}`;
+  return out;
+}
+
+/** The class chain a written verdict points at, if it is one (`goto dnat-3` -> `dnat-3`). */
+export function verdictChain(verdict: string | undefined): string | undefined {
+  return verdict?.startsWith("goto ") ? verdict.slice(5) : undefined;
+}
+
+/** Receives element operations in the order they must run. */
+export interface ElementSink {
+  del(e: Element): void;
+  add(e: Element): void;
+}
+
+function mapElement(map: string, key: string[], value?: string, comment?: string): Element {
+  const e: Element = { kind: "element", map, key };
+  if (value !== undefined) e.value = [value];
+  if (comment !== undefined) e.comment = comment;
+  return e;
+}
+
+/** The comments on a frontend's verdict elements before and after a change. */
+export interface Comments {
+  old?: string;
+  next: string;
+}
+
+/**
+ * Emits the element deletes and adds that turn frontend `key` from `old`
+ * into `next` (either may be absent). A changed value is a delete plus an
+ * add, and so is a changed comment (the port that writes it changed); `gen`
+ * names the bucket map.
+ */
+export function diffFrontend(
+  key: string,
+  nodePort: boolean,
+  gen: number,
+  old: FrontendElements | undefined,
+  next: FrontendElements | undefined,
+  comments: Comments,
+  sink: ElementSink,
+): void {
+  const sameComment = comments.old === comments.next;
+  const one = (map: string, a: string | undefined, b: string | undefined, withComment: boolean) => {
+    if (a === b && (sameComment || !withComment)) return;
+    if (a !== undefined) sink.del(mapElement(map, [key]));
+    if (b !== undefined) {
+      sink.add(mapElement(map, [key], b, withComment ? comments.next : undefined));
+    }
+  };
+  one(nodePort ? N.serviceNodePorts : N.serviceIPs, old?.verdict, next?.verdict, true);
+  const ob = old?.buckets ?? NO_BUCKETS, nb = next?.buckets ?? NO_BUCKETS;
+  if (ob !== nb) {
+    const bmap = endpointsMapName(nodePort, gen);
+    for (let i = 0; i < Math.max(ob.length, nb.length); i++) {
+      if (ob[i] === nb[i]) continue;
+      if (ob[i] !== undefined) sink.del(mapElement(bmap, [key, String(i)]));
+      if (nb[i] !== undefined) sink.add(mapElement(bmap, [key, String(i)], nb[i]));
+    }
+  }
+  one(
+    nodePort ? N.noEndpointNodePorts : N.noEndpointServices,
+    old?.noEndpoint,
+    next?.noEndpoint,
+    true,
+  );
+  if (!nodePort) one(N.firewallIPs, old?.firewall, next?.firewall, true);
+}

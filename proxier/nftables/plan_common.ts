@@ -1,0 +1,95 @@
+/**
+ * Pieces both planners share: service records, chain digests, claim
+ * bookkeeping for frontends several service ports want, and the element
+ * changes of shared sets.
+ *
+ * @module
+ */
+import type { Set as NftSet } from "../../ffi/nftables/types.ts";
+import { N } from "./names.ts";
+import type { ServiceRules } from "./service_rules.ts";
+import type { ChainSpec } from "./skeleton.ts";
+import type { Unit } from "./tx_builder.ts";
+import { type Draft, type FrontendRecord, type ServiceRecord, UNKNOWN } from "./written_state.ts";
+
+const NONE: readonly string[] = [];
+
+/** What the written state keeps of a service port's rules. */
+export function serviceRecord(r: ServiceRules): ServiceRecord {
+  return {
+    frontends: r.frontends.map((f) => f.key),
+    clusterIP: r.clusterIP,
+    hairpin: r.hairpin.length === 0 ? NONE : r.hairpin,
+    chains: r.chains.length === 0 ? NONE : r.chains.map((c) => c.chain.name),
+    sets: r.sets.length === 0 ? NONE : r.sets.map((s) => s.name),
+  };
+}
+
+/** A chain's content as the written state keeps it. */
+export function chainDigest(c: ChainSpec): string {
+  const { chain } = c;
+  const head = chain.hook === undefined
+    ? ""
+    : `${chain.type} ${chain.hook} ${chain.priority ?? 0} ${chain.policy ?? ""}\n`;
+  return head + c.rules.join("\n");
+}
+
+/** A set declaration as the written state keeps it. */
+export function setDigest(s: NftSet | { kind: "map"; type: string; dataType: string }): string {
+  return JSON.stringify(s);
+}
+
+/**
+ * Writes chain `c` unless the draft says it already holds exactly these
+ * rules: `add` (+ `flush` when it may hold other rules) and the rules. A
+ * base chain of unknown content is re-created, since `add` cannot change a
+ * hook or priority left by another version.
+ */
+export function ensureChain(d: Draft, c: ChainSpec, u: Unit): void {
+  const name = c.chain.name;
+  const digest = chainDigest(c);
+  const known = d.get("chains", name);
+  if (known === digest) return;
+  if (known === UNKNOWN && c.chain.hook !== undefined) {
+    u.recreateBaseChain(c.chain, c.rules);
+  } else {
+    u.chain(c.chain, c.rules, known !== undefined);
+  }
+  d.set("chains", name, digest);
+  if (d.has("staleChains", name)) d.set("staleChains", name, null);
+}
+
+/** Marks an unwanted chain stale: emptied now (dropping its references), deleted later. */
+export function retireChain(d: Draft, name: string, now: number, u: Unit): void {
+  if (!d.has("chains", name)) return;
+  u.flushChain(name);
+  d.set("chains", name, null);
+  d.set("staleChains", name, now);
+}
+
+/** A frontend's claimers, lowest id first (the winner). */
+export function claimers(rec: FrontendRecord | undefined): string[] {
+  if (rec === undefined || rec.owner === "") return rec?.others ? [...rec.others] : [];
+  return [rec.owner, ...(rec.others ?? [])];
+}
+
+/** The record for a frontend claimed by `ids` (sorted), with the winner's elements. */
+export function claimRecord(
+  ids: readonly string[],
+  nodePort: boolean,
+  spec: string,
+): FrontendRecord {
+  const rec: FrontendRecord = { owner: ids[0], nodePort, spec };
+  if (ids.length > 1) rec.others = ids.slice(1);
+  return rec;
+}
+
+/** Element of `cluster-ips`. */
+export function clusterIPElement(ip: string, comment: string) {
+  return { kind: "element" as const, set: N.clusterIPs, key: [ip], comment };
+}
+
+/** Element of `hairpin` (endpoint . endpoint). */
+export function hairpinElement(ip: string) {
+  return { kind: "element" as const, set: N.hairpin, key: [ip, ip] };
+}

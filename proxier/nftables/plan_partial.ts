@@ -1,0 +1,202 @@
+/**
+ * Partial sync planning: only the changed service ports are diffed against
+ * what was written. Pure: written state and the changed ports' rules in, one
+ * transaction and the delta to commit out. An unchanged sync plans nothing.
+ *
+ * Two passes: first every change updates the records, claims and counters
+ * in a draft (and plans the port's own chains); then each touched frontend,
+ * ClusterIP, hairpin address and class chain is compared once, final state
+ * against the committed one, so a key several ports touch in one sync gets
+ * at most one delete and one add.
+ *
+ * @module
+ */
+import type { Transaction } from "../../ffi/nftables/types.ts";
+import type { BuildContext } from "./context.ts";
+import { decodeFrontend, diffFrontend, encodeFrontend, renderFrontend } from "./frontend.ts";
+import { parseClassChain } from "./names.ts";
+import {
+  chainDigest,
+  claimers,
+  claimRecord,
+  clusterIPElement,
+  ensureChain,
+  hairpinElement,
+  retireChain,
+  serviceRecord,
+  setDigest,
+} from "./plan_common.ts";
+import { elementComment, type FrontendSpec, type ServiceRules } from "./service_rules.ts";
+import { classChain } from "./skeleton.ts";
+import { TxBuilder } from "./tx_builder.ts";
+import { type Delta, Draft, type WrittenState } from "./written_state.ts";
+
+/** A planned sync: transactions to run in order, then the delta to commit. */
+export interface Plan {
+  txs: Transaction[];
+  delta: Delta;
+  /** Total operations. */
+  ops: number;
+}
+
+/** Inputs of {@link planPartial}. */
+export interface PartialInput {
+  ctx: BuildContext;
+  /** Changed service ports: their new rules, or null when gone. */
+  changes: ReadonlyMap<string, ServiceRules | null>;
+  /** Rules of an unchanged port, for a frontend it takes over from a leaving claimer. */
+  rulesOf: (id: string) => ServiceRules | undefined;
+  /** Engine clock (ms), stamped on chains that go stale. */
+  now: number;
+}
+
+function sortedInsert(ids: string[], id: string): string[] {
+  if (ids.includes(id)) return ids;
+  return [...ids, id].sort();
+}
+
+/** Plans a partial sync over `written` (which must hold a full sync's result). */
+export function planPartial(written: WrittenState, input: PartialInput): Plan {
+  const gen = written.gen;
+  if (gen === undefined) throw new Error("planPartial: nothing written yet; run a full sync");
+  const d = new Draft(written);
+  const tb = new TxBuilder();
+  const touchedFrontends = new Set<string>();
+  const touchedClusterIPs = new Map<string, string>();
+  const touchedHairpin = new Set<string>();
+  const { ctx, changes, now } = input;
+
+  // Pass 1: records, claims, counters, own chains and sets.
+  for (const [id, next] of changes) {
+    const old = d.get("services", id);
+    if (old === undefined && next === null) continue;
+    const u = tb.unit();
+    const nextChains = new Set(next?.chains.map((c) => c.chain.name) ?? []);
+    for (const c of next?.chains ?? []) ensureChain(d, c, u);
+    for (const name of old?.chains ?? []) {
+      if (!nextChains.has(name)) retireChain(d, name, now, tb.tail);
+    }
+    const nextSets = new Set(next?.sets.map((s) => s.name) ?? []);
+    for (const s of next?.sets ?? []) {
+      const digest = setDigest(s);
+      if (d.get("sets", s.name) === digest) continue;
+      u.set(s);
+      d.set("sets", s.name, digest);
+      if (d.has("staleSets", s.name)) d.set("staleSets", s.name, null);
+    }
+    for (const name of old?.sets ?? []) {
+      if (nextSets.has(name)) continue;
+      d.set("sets", name, null);
+      d.set("staleSets", name, now);
+    }
+    if (old?.clusterIP !== next?.clusterIP) {
+      if (old?.clusterIP) {
+        d.bump("clusterIPs", old.clusterIP, -1);
+        touchedClusterIPs.set(old.clusterIP, touchedClusterIPs.get(old.clusterIP) ?? id);
+      }
+      if (next?.clusterIP) {
+        d.bump("clusterIPs", next.clusterIP, 1);
+        touchedClusterIPs.set(next.clusterIP, next.clusterIPComment);
+      }
+    }
+    for (const ip of old?.hairpin ?? []) {
+      if (next?.hairpin.includes(ip)) continue;
+      d.bump("hairpin", ip, -1);
+      touchedHairpin.add(ip);
+    }
+    for (const ip of next?.hairpin ?? []) {
+      if (old?.hairpin.includes(ip)) continue;
+      d.bump("hairpin", ip, 1);
+      touchedHairpin.add(ip);
+    }
+    const nextKeys = new Map<string, FrontendSpec>();
+    for (const f of next?.frontends ?? []) nextKeys.set(f.key, f);
+    for (const key of old?.frontends ?? []) {
+      if (nextKeys.has(key)) continue;
+      const rec = d.get("frontends", key);
+      const ids = claimers(rec).filter((x) => x !== id);
+      d.set("frontends", key, ids.length === 0 ? null : claimRecord(ids, rec!.nodePort, rec!.spec));
+      touchedFrontends.add(key);
+    }
+    for (const [key, f] of nextKeys) {
+      const rec = d.get("frontends", key);
+      const ids = sortedInsert(claimers(rec), id);
+      d.set("frontends", key, claimRecord(ids, f.nodePort, rec?.spec ?? ""));
+      touchedFrontends.add(key);
+    }
+    d.set("services", id, next === null ? null : serviceRecord(next));
+  }
+
+  // Pass 2: element changes, final state against committed state.
+  const rulesOf = (id: string) => {
+    const r = changes.get(id);
+    return r === undefined ? input.rulesOf(id) : r ?? undefined;
+  };
+  for (const key of touchedFrontends) {
+    const rec = d.get("frontends", key);
+    const before = written.frontends.get(key);
+    let spec: FrontendSpec | undefined;
+    if (rec !== undefined) {
+      spec = rulesOf(rec.owner)?.frontends.find((f) => f.key === key);
+      if (spec === undefined) throw new Error(`frontend ${key}: owner ${rec.owner} has no rules`);
+    }
+    const next = spec && renderFrontend(spec, gen);
+    const nextSpec = next === undefined ? "" : encodeFrontend(next);
+    if (rec !== undefined) d.set("frontends", key, { ...rec, spec: nextSpec });
+    if ((before?.spec ?? "") === nextSpec && before?.owner === rec?.owner) continue;
+    const old = before === undefined ? undefined : decodeFrontend(before.spec);
+    const comments = {
+      old: before && elementComment(before.owner),
+      next: rec === undefined ? "" : elementComment(rec.owner),
+    };
+    const nodePort = rec?.nodePort ?? before!.nodePort;
+    diffFrontend(key, nodePort, gen, old, next, comments, tb.tail);
+    for (const [v, dir] of [[old?.verdict, -1], [next?.verdict, 1]] as const) {
+      const name = v?.startsWith("goto ") ? v.slice(5) : undefined;
+      if (name !== undefined && parseClassChain(name) !== undefined) d.bump("classes", name, dir);
+    }
+  }
+  for (const [ip, comment] of touchedClusterIPs) {
+    const was = (written.clusterIPs.get(ip) ?? 0) > 0, is = d.has("clusterIPs", ip);
+    if (was && !is) tb.tail.del(clusterIPElement(ip, comment));
+    if (!was && is) tb.tail.add(clusterIPElement(ip, comment));
+  }
+  for (const ip of touchedHairpin) {
+    const was = (written.hairpin.get(ip) ?? 0) > 0, is = d.has("hairpin", ip);
+    if (was && !is) tb.tail.del(hairpinElement(ip));
+    if (!was && is) tb.tail.add(hairpinElement(ip));
+  }
+  settleClasses(d, ctx, gen, now, tb);
+  const txs = tb.build();
+  return { txs, delta: d.delta, ops: txs.reduce((n, t) => n + t.size, 0) };
+}
+
+/**
+ * Class chains follow their reference counts: one that gained users is
+ * written (or kept from going stale), one that lost them goes stale.
+ */
+export function settleClasses(
+  d: Draft,
+  ctx: BuildContext,
+  gen: number,
+  now: number,
+  tb: TxBuilder,
+): void {
+  const names = new Set([...d.keys("classes"), ...d.base.classes.keys()]);
+  for (const name of names) {
+    const used = d.has("classes", name);
+    const c = parseClassChain(name)!;
+    if (used) {
+      if (c.gen !== gen) throw new Error(`class chain ${name} is not of generation ${gen}`);
+      const spec = classChain(ctx, c.kind, c.n, gen);
+      if (d.get("chains", name) === chainDigest(spec)) {
+        if (d.has("staleChains", name)) d.set("staleChains", name, null);
+      } else {
+        ensureChain(d, spec, tb.head);
+      }
+    } else if (d.has("chains", name) && !d.has("staleChains", name)) {
+      // Unreferenced once this transaction commits; deleted later (stale.ts).
+      d.set("staleChains", name, now);
+    }
+  }
+}

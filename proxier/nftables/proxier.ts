@@ -1,0 +1,439 @@
+/**
+ * The per-family nftables proxier: owns an {@link NftablesClient} and the
+ * written state, and `sync()` reads as one idea — desired rules, diffed
+ * against what was written, in one transaction (a cold start or a
+ * regeneration in several, each carrying whole services) — followed by the
+ * one commit of the written state once the kernel accepted it.
+ *
+ * Full sync: at start (restart adoption included), after a failure, when the
+ * node or build context changed, every `fullSyncPeriodMs`, and when asked.
+ * Otherwise partial: only the changed service ports are rebuilt and diffed.
+ *
+ * @module
+ */
+import {
+  type Element,
+  type NftablesClient,
+  NftablesError,
+  Transaction,
+} from "../../ffi/nftables/types.ts";
+import { mallocTrim } from "../../ffi/malloc_trim.ts";
+import type { ProxierConfig, ProxyState, StaleReport } from "../model.ts";
+import { type BuildContext, buildContext, contextKey } from "./context.ts";
+import { type KernelView, LISTED_MAPS, LISTED_SETS, planFull } from "./plan_full.ts";
+import { type Plan, planPartial } from "./plan_partial.ts";
+import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
+import { nextStaleDeadline, planStaleDeletion } from "./stale.ts";
+import { N } from "./names.ts";
+import { newDelta, WrittenState } from "./written_state.ts";
+
+/** Log sink (matches the trackers' LogFn shape). */
+export type ProxierLog = (
+  level: "info" | "warn" | "error",
+  msg: string,
+  fields?: Record<string, unknown>,
+) => void;
+
+/** Settings of a {@link Proxier}. */
+export interface ProxierOptions {
+  client: NftablesClient;
+  config: ProxierConfig;
+  /** Periodic full resync (default 1 h). */
+  fullSyncPeriodMs?: number;
+  /** Delay between a chain going stale and its deletion (default 1000 ms; see stale.ts). */
+  staleChainDelayMs?: number;
+  /**
+   * Cold start and regeneration: about this many operations per transaction
+   * (0 = one transaction). libnftables' memory grows with the script, so a
+   * bound keeps its peak down; services are never split.
+   */
+  maxOpsPerTransaction?: number;
+  /**
+   * Returns freed native memory to the OS after large transactions. Default:
+   * libc `malloc_trim(0)` when FFI is allowed; `false` disables.
+   */
+  trimMemory?: (() => void) | false;
+  /** A full sync lists the hairpin set only while it should hold at most this many elements. */
+  verifySetLimit?: number;
+  /**
+   * Polled during a full sync (after yielding to the event loop): return true
+   * when a change is waiting. The full sync then steps aside once (result
+   * `preempted`), and the next sync commits the waiting changes before
+   * redoing the full sync, so a long full sync does not hold back a change.
+   */
+  shouldYield?: () => boolean;
+  /** A preemptible full sync yields to the event loop after this many ms of work (default 50). */
+  yieldEveryMs?: number;
+  /** Monotonic clock in ms (default performance.now). */
+  now?: () => number;
+  log?: ProxierLog;
+}
+
+/** What one family's changes look like (ClusterState's FamilySync plus the node flag). */
+export interface ProxierInput {
+  state: ProxyState;
+  /** Service port ids whose info or endpoints changed. */
+  changed: ReadonlySet<string>;
+  /** Service port ids that are gone. */
+  deleted: ReadonlySet<string>;
+  stale: StaleReport;
+  /** Node labels/IPs/podCIDRs or ServiceCIDRs changed: forces a full sync. */
+  nodeChanged?: boolean;
+}
+
+/** Result of a committed sync. */
+export interface SyncResult {
+  full: boolean;
+  /** Operations applied (all transactions, stale deletion included). */
+  ops: number;
+  /** Transactions run. */
+  txs: number;
+  seconds: number;
+  /** Conntrack work now due (accumulated across failed syncs). */
+  stale: StaleReport;
+  /** Stale chains deleted by this sync. */
+  deletedChains: number;
+  /** When set, run another sync after this many ms (pending stale deletion). */
+  followUpMs?: number;
+  /**
+   * True when a full sync stepped aside because `shouldYield` said a change
+   * was waiting: nothing else was done; run the next sync at once.
+   */
+  preempted?: boolean;
+}
+
+/** A stale object that could not be deleted is tried again this much later. */
+const STALE_RETRY_MS = 60_000;
+
+/** Plans at least this big are followed by a malloc_trim. */
+const TRIM_AFTER_OPS = 20_000;
+
+function emptyStale(): StaleReport {
+  return { servicesWithNewEndpoints: [], deletedEndpoints: [] };
+}
+
+/** One family's proxier. */
+export class Proxier {
+  readonly written: WrittenState = new WrittenState();
+  private readonly client: NftablesClient;
+  private readonly cfg: ProxierConfig;
+  private readonly fullPeriod: number;
+  private readonly staleDelay: number;
+  private readonly maxOps: number;
+  private readonly trim: (() => void) | undefined;
+  private readonly shouldYield: (() => boolean) | undefined;
+  private readonly yieldEveryMs: number;
+  private readonly verifySetLimit: number;
+  private readonly now: () => number;
+  private readonly log: ProxierLog;
+  private preempted = 0;
+  private warnedKey: string | undefined;
+  private needFull = true;
+  private fullReason = "startup";
+  /** The next full sync moves to a fresh generation (the written state may be wrong). */
+  private regenerate = false;
+  private lastFull = -Infinity;
+  private pendingStale: StaleReport = emptyStale();
+  private programmedState: ProxyState | undefined;
+  private syncedServices = false;
+  private syncedSlices = false;
+  private readyWaiters: (() => void)[] = [];
+  private busy = false;
+
+  constructor(opts: ProxierOptions) {
+    this.client = opts.client;
+    this.cfg = opts.config;
+    this.fullPeriod = opts.fullSyncPeriodMs ?? 3_600_000;
+    this.staleDelay = opts.staleChainDelayMs ?? 1000;
+    this.maxOps = opts.maxOpsPerTransaction ?? 50_000;
+    this.trim = opts.trimMemory === false ? undefined : opts.trimMemory ?? mallocTrim;
+    this.verifySetLimit = opts.verifySetLimit ?? 4096;
+    this.shouldYield = opts.shouldYield;
+    this.yieldEveryMs = opts.yieldEveryMs ?? 50;
+    this.now = opts.now ?? (() => performance.now());
+    this.log = opts.log ?? ((level, msg, fields) => {
+      if (level !== "info") console.error(`${level}: ${msg}`, fields ?? "");
+    });
+  }
+
+  /** Tells the proxier an informer has synced; nothing is programmed before both have. */
+  markSynced(what: "services" | "endpointSlices"): void {
+    if (what === "services") this.syncedServices = true;
+    else this.syncedSlices = true;
+    if (this.ready) { for (const w of this.readyWaiters.splice(0)) w(); }
+  }
+
+  /** True once Services and EndpointSlices have both synced. */
+  get ready(): boolean {
+    return this.syncedServices && this.syncedSlices;
+  }
+
+  /** Resolves once {@link ready}. */
+  waitReady(): Promise<void> {
+    if (this.ready) return Promise.resolve();
+    return new Promise((res) => this.readyWaiters.push(res));
+  }
+
+  /** Forces the next sync to be full. */
+  requestFullSync(reason: string): void {
+    if (!this.needFull) this.fullReason = reason;
+    this.needFull = true;
+  }
+
+  /** Why the next full sync runs (for logs). */
+  get nextFullReason(): string {
+    return this.needFull ? this.fullReason : "periodic";
+  }
+
+  /** True when the next sync will be full. */
+  get nextSyncFull(): boolean {
+    return this.needFull || this.now() - this.lastFull >= this.fullPeriod;
+  }
+
+  /**
+   * The state whose rules are committed (for the conntrack reconciler), or
+   * undefined before the first successful sync. Its maps may be the
+   * trackers' live maps: read, never mutate.
+   */
+  get programmed(): ProxyState | undefined {
+    return this.programmedState;
+  }
+
+  /**
+   * Syncs the rules to `input`. Returns null (and keeps the stale report for
+   * later) when not ready yet. Throws when a transaction fails; the next sync
+   * is then full, and moves to a fresh generation of endpoint maps.
+   */
+  async sync(input: ProxierInput): Promise<SyncResult | null> {
+    this.mergeStale(input.stale);
+    if (!this.ready) return null;
+    if (this.busy) throw new Error("Proxier.sync called while a sync is running");
+    this.busy = true;
+    const t0 = performance.now();
+    try {
+      const ctx = buildContext(input.state, this.cfg);
+      const key = contextKey(ctx);
+      if (key !== this.warnedKey) {
+        // Settings the node cannot honour (e.g. localhost NodePorts): say so once per context.
+        this.warnedKey = key;
+        for (const w of ctx.warnings) this.log("warn", w, { family: this.client.family });
+      }
+      if (input.nodeChanged) this.requestFullSync("node or ServiceCIDRs changed");
+      if (this.written.contextKey !== undefined && key !== this.written.contextKey) {
+        this.requestFullSync("build context changed");
+      }
+      let ops = 0;
+      let txs = 0;
+      const deleted = await this.deleteStale();
+      ops += deleted.ops;
+      txs += deleted.ops > 0 ? 1 : 0;
+      const full = this.nextSyncFull || this.written.empty;
+      const changed = input.changed.size + input.deleted.size > 0;
+      if (full && this.preempted > 0 && !this.written.empty && changed) {
+        // A full sync stepped aside for these changes: commit just them now,
+        // and ask for the (no longer preemptible) full sync right after.
+        const pre = this.partialPlan(input, ctx);
+        await this.runPlan(pre);
+        return {
+          ...this.finish(input, false, t0, ops + pre.ops, txs + pre.txs.length),
+          followUpMs: 0,
+        };
+      }
+      let plan: Plan;
+      if (full) {
+        const canYield = this.shouldYield !== undefined && this.preempted === 0 &&
+          !this.written.empty;
+        const services = await this.buildAll(input, ctx, canYield);
+        if (services === undefined) return this.preempt(t0, ops, txs);
+        const view = await this.kernelView();
+        if (canYield && this.shouldYield!()) return this.preempt(t0, ops, txs);
+        plan = planFull(this.written, {
+          ctx,
+          contextKey: key,
+          services,
+          view,
+          regenerate: this.regenerate,
+          now: this.now(),
+          maxOps: this.maxOps,
+        });
+      } else {
+        plan = this.partialPlan(input, ctx);
+      }
+      await this.runPlan(plan);
+      if (full) {
+        this.needFull = false;
+        this.regenerate = false;
+        this.lastFull = this.now();
+        this.preempted = 0;
+      }
+      return this.finish(input, full, t0, ops + plan.ops, txs + plan.txs.length, deleted.chains);
+    } catch (err) {
+      this.requestFullSync("sync failed");
+      throw err;
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  /** Builds every service port's rules; undefined when a waiting change preempted the build. */
+  private async buildAll(
+    input: ProxierInput,
+    ctx: BuildContext,
+    canYield: boolean,
+  ): Promise<Map<string, ServiceRules> | undefined> {
+    const out = new Map<string, ServiceRules>();
+    const eps = input.state.endpoints;
+    let slice = performance.now();
+    for (const [id, svc] of input.state.services) {
+      out.set(id, buildServiceRules(svc, eps.get(id) ?? [], ctx));
+      if (canYield && performance.now() - slice >= this.yieldEveryMs) {
+        // Let informer events in; a waiting change preempts this full sync.
+        await new Promise((r) => setTimeout(r, 0));
+        if (this.shouldYield!()) return undefined;
+        slice = performance.now();
+      }
+    }
+    return out;
+  }
+
+  /** The partial plan for the changed and deleted service ports. */
+  private partialPlan(input: ProxierInput, ctx: BuildContext): Plan {
+    const { services, endpoints } = input.state;
+    const rulesOf = (id: string) => {
+      const svc = services.get(id);
+      return svc === undefined ? undefined : buildServiceRules(svc, endpoints.get(id) ?? [], ctx);
+    };
+    const changes = new Map<string, ServiceRules | null>();
+    for (const id of [...input.changed, ...input.deleted]) changes.set(id, rulesOf(id) ?? null);
+    return planPartial(this.written, { ctx, changes, rulesOf, now: this.now() });
+  }
+
+  /** Bookkeeping after a committed sync; builds its result. */
+  private finish(
+    input: ProxierInput,
+    full: boolean,
+    t0: number,
+    ops: number,
+    txs: number,
+    deletedChains = 0,
+  ): SyncResult {
+    this.programmedState = input.state;
+    const stale = this.pendingStale;
+    this.pendingStale = emptyStale();
+    const deadline = nextStaleDeadline(this.written, this.staleDelay);
+    return {
+      full,
+      ops,
+      txs,
+      seconds: (performance.now() - t0) / 1000,
+      stale,
+      deletedChains,
+      followUpMs: deadline === undefined ? undefined : Math.max(0, deadline - this.now()),
+    };
+  }
+
+  /**
+   * Runs a plan's transactions in order, then commits its delta: the one
+   * place the written state changes. A failure leaves the state as it was
+   * and asks for a full sync into a fresh generation, since some of the
+   * plan's transactions may have been applied.
+   */
+  private async runPlan(plan: Plan): Promise<void> {
+    for (const tx of plan.txs) {
+      try {
+        await this.client.run(tx);
+      } catch (err) {
+        this.requestFullSync("transaction failed");
+        this.regenerate = true;
+        throw err;
+      }
+    }
+    this.written.commit(plan.delta);
+    if (plan.ops >= TRIM_AFTER_OPS) this.trim?.();
+  }
+
+  /** Result of a full sync that stepped aside (stale report kept for the next one). */
+  private preempt(t0: number, ops: number, txs: number): SyncResult {
+    this.preempted++;
+    return {
+      full: false,
+      preempted: true,
+      ops,
+      txs,
+      seconds: (performance.now() - t0) / 1000,
+      stale: emptyStale(),
+      deletedChains: 0,
+    };
+  }
+
+  private mergeStale(r: StaleReport): void {
+    if (r.servicesWithNewEndpoints.length > 0) {
+      this.pendingStale.servicesWithNewEndpoints.push(...r.servicesWithNewEndpoints);
+    }
+    if (r.deletedEndpoints.length > 0) {
+      this.pendingStale.deletedEndpoints.push(...r.deletedEndpoints);
+    }
+  }
+
+  /** Deletes stale chains and sets in their own transaction; a failure is only logged. */
+  private async deleteStale(): Promise<{ ops: number; chains: number }> {
+    const p = planStaleDeletion(this.written, this.now(), this.staleDelay);
+    if (p === null) return { ops: 0, chains: 0 };
+    try {
+      await this.client.run(p.tx);
+      this.written.commit(p.delta);
+      return { ops: p.tx.size, chains: p.chains.length };
+    } catch (err) {
+      // One at a time: what is already gone is forgotten, what is still in
+      // use (by someone else) is retried much later.
+      const d = newDelta();
+      let kept = 0;
+      for (const op of p.tx.ops) {
+        const tx = new Transaction();
+        tx.ops.push(op);
+        const name = (op.obj as { name: string }).name;
+        const isChain = op.obj.kind === "chain";
+        try {
+          await this.client.run(tx);
+        } catch (e) {
+          if (!(e instanceof NftablesError && e.notFound)) {
+            (isChain ? d.staleChains : d.staleSets).set(name, this.now() + STALE_RETRY_MS);
+            kept++;
+            continue;
+          }
+        }
+        (isChain ? d.staleChains : d.staleSets).set(name, null);
+        if (isChain) d.chains.set(name, null);
+      }
+      this.written.commit(d);
+      if (kept > 0) {
+        this.log("warn", "Unable to delete stale chains or sets; will retry later", {
+          objects: kept,
+          err: String(err),
+        });
+      }
+      return { ops: 0, chains: 0 };
+    }
+  }
+
+  /** Chain and set names and the dispatch maps' elements, read from the kernel. */
+  private async kernelView(): Promise<KernelView> {
+    const chains = await this.client.listChains();
+    const elements = new Map<string, Element[]>();
+    const view: KernelView = { tableExists: chains.length > 0, chains, sets: [], elements };
+    if (!view.tableExists) return view;
+    const sets = await this.client.listSets();
+    view.sets = sets.map((s) => s.name);
+    for (const s of sets) {
+      const listed = s.kind === "map"
+        ? LISTED_MAPS.some(([m]) => m === s.name)
+        : LISTED_SETS.includes(s.name);
+      // The hairpin set holds one element per local endpoint: list it only while small.
+      if (!listed || (s.name === N.hairpin && this.written.hairpin.size > this.verifySetLimit)) {
+        continue;
+      }
+      elements.set(s.name, await this.client.listElements(s.kind, s.name));
+    }
+    return view;
+  }
+}

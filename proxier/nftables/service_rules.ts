@@ -1,0 +1,188 @@
+/**
+ * What one service port wants in the table: its frontends (the destinations
+ * clients use, each with where the dispatch maps send it), its ClusterIP in
+ * `cluster-ips`, hairpin entries, and chains of its own where it needs them.
+ * A pure function of the port, its endpoints and the build context, so a
+ * partial sync can rebuild one service port in isolation.
+ *
+ * The common service port (no affinity, no externalTrafficPolicy Local)
+ * gets no chain: each frontend is a verdict element pointing at a shared
+ * class chain for its endpoint count, plus one bucket element per endpoint.
+ *
+ * @module
+ */
+import type { Set as NftSet } from "../../ffi/nftables/types.ts";
+import {
+  categorizeEndpoints,
+  externallyAccessible,
+  usesClusterEndpoints,
+  usesLocalEndpoints,
+} from "../categorize.ts";
+import type { EndpointInfo, ServicePortInfo } from "../model.ts";
+import type { BuildContext } from "./context.ts";
+import { type ClassKind, serviceChainNames } from "./names.ts";
+import { firewallChain, noEndpointVerdict, ownChains } from "./service_chains.ts";
+import type { ChainSpec } from "./skeleton.ts";
+
+/** Longest comment nft accepts. */
+const COMMENT_MAX = 128;
+
+/** The comment on a service port's elements: its id, cut to what nft accepts. */
+export function elementComment(id: string): string {
+  return id.length > COMMENT_MAX ? id.slice(0, COMMENT_MAX - 3) + "..." : id;
+}
+
+/** Where a frontend's traffic goes: a shared class chain with its endpoints, or a chain of its own. */
+export type Dispatch =
+  | { class: ClassKind; endpoints: string[] }
+  | { chain: string };
+
+/** One destination of a service port, as the dispatch maps see it. */
+export interface FrontendSpec {
+  /** `addr . proto . port`, or `proto . nodePort` for NodePorts (nft element key syntax). */
+  key: string;
+  nodePort: boolean;
+  /** The verdict element in service-ips / service-nodeports, if any. */
+  dispatch?: Dispatch;
+  /** The no-endpoint-services / no-endpoint-nodeports verdict, if any. */
+  noEndpoint?: string;
+  /** firewall-ips target chain (loadBalancerSourceRanges), if any. */
+  firewall?: string;
+}
+
+/** Everything one service port contributes to the table. */
+export interface ServiceRules {
+  id: string;
+  /** The element comment (the port id, shortened to what nft accepts). */
+  comment: string;
+  frontends: FrontendSpec[];
+  /** For `cluster-ips`. */
+  clusterIP: string;
+  /** The comment on the `cluster-ips` element: the Service, which all its ports share. */
+  clusterIPComment: string;
+  /** Endpoint IPs that may hairpin on this node (for the `hairpin` set). */
+  hairpin: string[];
+  /** Chains of its own (affinity, eTP=Local, firewall); usually none. */
+  chains: ChainSpec[];
+  /** Affinity sets. */
+  sets: NftSet[];
+}
+
+const NO_CHAINS: ChainSpec[] = [];
+const NO_SETS: NftSet[] = [];
+
+/** `ip . port`, as an element value of the endpoint maps. */
+function endpointValue(ep: EndpointInfo): string {
+  return `${ep.ip} . ${ep.port}`;
+}
+
+/** Builds the rules of one service port. Throws on input no rule can express. */
+export function buildServiceRules(
+  svc: ServicePortInfo,
+  endpoints: readonly EndpointInfo[],
+  ctx: BuildContext,
+): ServiceRules {
+  if (svc.family !== ctx.family) {
+    throw new Error(
+      `service port ${svc.id} is IPv${svc.family} but the ruleset is IPv${ctx.family}`,
+    );
+  }
+  const proto = svc.protocol.toLowerCase();
+  const cat = categorizeEndpoints(svc, endpoints, ctx.node);
+  const external = externallyAccessible(svc);
+  const clusterChain = usesClusterEndpoints(svc) && cat.clusterEndpoints.length > 0;
+  const localChain = usesLocalEndpoints(svc) && cat.localEndpoints.length > 0;
+  const hasInternal = svc.internalPolicyLocal ? localChain : clusterChain;
+  // Endpoints for traffic from outside the node to external destinations.
+  const hasExternal = external && (svc.externalPolicyLocal ? localChain : clusterChain);
+  const noEp = noEndpointVerdict(cat.hasAnyEndpoints);
+  // Affinity keeps per-client state; eTP=Local branches on the source.
+  const own = svc.stickyMaxAgeSeconds > 0 || (svc.externalPolicyLocal && external);
+  const names = own || svc.loadBalancerSourceRanges.length > 0 ? serviceChainNames(svc) : undefined;
+
+  let chains = NO_CHAINS;
+  let sets = NO_SETS;
+  let internal: Dispatch | undefined;
+  let externalDispatch: Dispatch | undefined;
+  let nodePortDispatch: Dispatch | undefined;
+  if (own) {
+    // With eTP=Local and no local endpoints external-X still sends pod and
+    // host traffic to every endpoint.
+    const externalChain = hasExternal ||
+      (external && cat.hasAnyEndpoints && svc.externalPolicyLocal && clusterChain);
+    const built = ownChains(svc, ctx, {
+      names: names!,
+      clusterEndpoints: cat.clusterEndpoints,
+      localEndpoints: cat.localEndpoints,
+      reachable: cat.allReachableEndpoints,
+      clusterChain,
+      localChain,
+      externalChain,
+      hasExternal,
+    });
+    chains = built.chains;
+    sets = built.sets;
+    if (hasInternal) {
+      internal = { chain: svc.internalPolicyLocal ? names!.local : names!.cluster };
+    }
+    if (externalChain) externalDispatch = nodePortDispatch = { chain: names!.external };
+  } else {
+    if (hasInternal) {
+      const eps = svc.internalPolicyLocal ? cat.localEndpoints : cat.clusterEndpoints;
+      internal = { class: "dnat", endpoints: eps.map(endpointValue) };
+    }
+    if (hasExternal) {
+      const eps = cat.clusterEndpoints.map(endpointValue);
+      externalDispatch = { class: "external", endpoints: eps };
+      nodePortDispatch = { class: "nodeport", endpoints: eps };
+    }
+  }
+
+  const frontends = new Map<string, FrontendSpec>();
+  const add = (f: FrontendSpec) => {
+    // The same address may be listed twice (an externalIP that is also an LB IP).
+    const prev = frontends.get(f.key);
+    frontends.set(f.key, prev?.firewall !== undefined && f.firewall === undefined ? prev : f);
+  };
+  const ipFrontend = (addr: string, dispatch: Dispatch | undefined, hasEps: boolean) => {
+    const f: FrontendSpec = { key: `${addr} . ${proto} . ${svc.port}`, nodePort: false };
+    if (dispatch !== undefined) f.dispatch = dispatch;
+    if (!hasEps) f.noEndpoint = noEp;
+    return f;
+  };
+  add(ipFrontend(svc.clusterIP, internal, hasInternal));
+  for (const addr of svc.externalIPs) add(ipFrontend(addr, externalDispatch, hasExternal));
+  const firewall = svc.loadBalancerIPs.length > 0 && svc.loadBalancerSourceRanges.length > 0;
+  for (const addr of svc.loadBalancerIPs) {
+    const f = ipFrontend(addr, externalDispatch, hasExternal);
+    if (firewall) f.firewall = names!.firewall;
+    add(f);
+  }
+  if (svc.nodePort > 0) {
+    const f: FrontendSpec = { key: `${proto} . ${svc.nodePort}`, nodePort: true };
+    if (nodePortDispatch !== undefined) f.dispatch = nodePortDispatch;
+    if (!hasExternal) f.noEndpoint = noEp;
+    add(f);
+  }
+  if (firewall) chains = [...chains, firewallChain(svc, ctx, names!.firewall)];
+
+  // Hairpin: a pod reaching itself through the service must be masqueraded.
+  // Only pods on this node can: a remote pod's ClusterIP traffic is DNATed on
+  // its own node, and external traffic here is masqueraded anyway. An
+  // endpoint without a nodeName might be local, so it stays.
+  const hairpin: string[] = [];
+  for (const ep of cat.allReachableEndpoints) {
+    if (!ep.isLocal && ep.nodeName !== undefined) continue;
+    if (!hairpin.includes(ep.ip)) hairpin.push(ep.ip);
+  }
+  return {
+    id: svc.id,
+    comment: elementComment(svc.id),
+    frontends: [...frontends.values()],
+    clusterIP: svc.clusterIP,
+    clusterIPComment: elementComment(`${svc.namespace}/${svc.name}`),
+    hairpin,
+    chains,
+    sets,
+  };
+}

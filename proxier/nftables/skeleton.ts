@@ -1,0 +1,235 @@
+/**
+ * The static part of a family's table: base chains, dispatch chains, the
+ * verdict maps they look up, the endpoint-bucket maps, and the shared
+ * endpoint-selection ("class") chains. Pure functions of the build context.
+ *
+ * @module
+ */
+import type { Chain, Map as NftMap, Set as NftSet } from "../../ffi/nftables/types.ts";
+import type { BuildContext } from "./context.ts";
+import { classChainName, type ClassKind, endpointsMapName, N } from "./names.ts";
+
+/** A chain with its complete rule list (nft syntax bodies). */
+export interface ChainSpec {
+  chain: Chain;
+  rules: string[];
+}
+
+/** The skeleton of one family's table. */
+export interface Skeleton {
+  chains: ChainSpec[];
+  sets: (NftSet | NftMap)[];
+  /** `nodeport-ips` elements (the node addresses that accept NodePort traffic). */
+  nodePortIPs: string[];
+}
+
+function chain(name: string): Chain {
+  return { kind: "chain", name };
+}
+
+function baseChain(
+  name: string,
+  type: "filter" | "nat",
+  hook: Chain["hook"],
+  priority: number,
+): Chain {
+  return { kind: "chain", name, type, hook, priority };
+}
+
+/** `meta mark set meta mark | MASK`, as the kernel lists it back. */
+export function markForMasquerade(ctx: BuildContext): string {
+  return `meta mark set meta mark | ${ctx.masqMark}`;
+}
+
+/**
+ * The rule that marks ClusterIP traffic not coming from a local pod for
+ * masquerade, so replies come back through this node; undefined when pod
+ * traffic cannot be recognised (and masqueradeAll is off). Marking packets
+ * that end up not DNATed is harmless: those are rejected or dropped by the
+ * filter chains before postrouting.
+ */
+function clusterMasqueradeRule(ctx: BuildContext): string | undefined {
+  const to = `${ctx.ip} daddr @${N.clusterIPs}`;
+  if (ctx.masqueradeAll) return `${to} ${markForMasquerade(ctx)}`;
+  if (ctx.notLocal === undefined) return undefined;
+  return `${to} ${ctx.notLocal} ${markForMasquerade(ctx)}`;
+}
+
+/**
+ * The maps holding endpoint buckets of generation `gen`: key = frontend
+ * (destination, protocol, port; NodePorts without the destination) plus the
+ * bucket number a `numgen random mod N` produces, value = endpoint address
+ * and port. One map serves every endpoint count: the class chain's modulus
+ * decides which buckets exist.
+ */
+export function endpointMaps(ctx: BuildContext, gen: number): NftMap[] {
+  const ip = ctx.ip;
+  const data = `${ip} daddr . th dport`;
+  return [
+    {
+      kind: "map",
+      name: endpointsMapName(false, gen),
+      type: `typeof ${ip} daddr . meta l4proto . th dport . numgen random mod 1`,
+      dataType: data,
+      comment: "endpoint buckets of ClusterIP, ExternalIP and LoadBalancer IP frontends",
+    },
+    {
+      kind: "map",
+      name: endpointsMapName(true, gen),
+      type: "typeof meta l4proto . th dport . numgen random mod 1",
+      dataType: data,
+      comment: "endpoint buckets of NodePort frontends",
+    },
+  ];
+}
+
+/**
+ * A shared endpoint-selection chain: DNAT to one of `n` buckets of the
+ * frontend the packet was sent to. External and NodePort traffic is marked
+ * for masquerade first (externalTrafficPolicy Cluster).
+ */
+export function classChain(ctx: BuildContext, kind: ClassKind, n: number, gen: number): ChainSpec {
+  const ip = ctx.ip;
+  const pick = `numgen random mod ${n}`;
+  const rules: string[] = [];
+  if (kind !== "dnat") rules.push(markForMasquerade(ctx));
+  if (kind === "nodeport") {
+    rules.push(
+      `dnat ${ip} to meta l4proto . th dport . ${pick} map @${endpointsMapName(true, gen)}`,
+    );
+  } else {
+    rules.push(
+      `dnat ${ip} to ${ip} daddr . meta l4proto . th dport . ${pick} map @${
+        endpointsMapName(false, gen)
+      }`,
+    );
+  }
+  return { chain: chain(classChainName(kind, n, gen)), rules };
+}
+
+/** The skeleton for `ctx`, with the endpoint maps of generation `gen`. */
+export function buildSkeleton(ctx: BuildContext, gen: number): Skeleton {
+  const ip = ctx.ip;
+  const a = ctx.addrType;
+  const tuple = `${ip} daddr . meta l4proto . th dport`;
+  const nodePortMatch = ctx.nodePortIPs === "all"
+    ? `fib daddr type local ${ip} daddr != ${ip === "ip" ? "127.0.0.0/8" : "::1"}`
+    : `${ip} daddr @${N.nodePortIPs}`;
+  const masq = clusterMasqueradeRule(ctx);
+  const chains: ChainSpec[] = [
+    {
+      chain: baseChain(N.filterPreroutingPreDnat, "filter", "prerouting", -110),
+      rules: [`ct state new jump ${N.firewallCheck}`],
+    },
+    {
+      chain: baseChain(N.filterOutputPreDnat, "filter", "output", -110),
+      rules: [`ct state new jump ${N.firewallCheck}`],
+    },
+    {
+      chain: baseChain(N.filterInput, "filter", "input", 0),
+      rules: [
+        `ct state new jump ${N.nodeportEndpointsCheck}`,
+        `ct state new jump ${N.serviceEndpointsCheck}`,
+      ],
+    },
+    {
+      chain: baseChain(N.filterForward, "filter", "forward", 0),
+      rules: [
+        `ct state new jump ${N.serviceEndpointsCheck}`,
+        `ct state new jump ${N.clusterIPsCheck}`,
+      ],
+    },
+    {
+      chain: baseChain(N.filterOutput, "filter", "output", 0),
+      rules: [
+        `ct state new jump ${N.serviceEndpointsCheck}`,
+        `ct state new jump ${N.clusterIPsCheck}`,
+      ],
+    },
+    {
+      chain: baseChain(N.natPrerouting, "nat", "prerouting", -100),
+      rules: [`jump ${N.services}`],
+    },
+    { chain: baseChain(N.natOutput, "nat", "output", -100), rules: [`jump ${N.services}`] },
+    {
+      chain: baseChain(N.natPostrouting, "nat", "postrouting", 100),
+      rules: [`jump ${N.masquerading}`],
+    },
+    {
+      chain: chain(N.services),
+      rules: [
+        ...(masq === undefined ? [] : [masq]),
+        `${tuple} vmap @${N.serviceIPs}`,
+        `${nodePortMatch} meta l4proto . th dport vmap @${N.serviceNodePorts}`,
+      ],
+    },
+    {
+      chain: chain(N.serviceEndpointsCheck),
+      rules: [`${tuple} vmap @${N.noEndpointServices}`],
+    },
+    {
+      chain: chain(N.nodeportEndpointsCheck),
+      rules: [`${nodePortMatch} meta l4proto . th dport vmap @${N.noEndpointNodePorts}`],
+    },
+    {
+      chain: chain(N.clusterIPsCheck),
+      rules: [
+        `${ip} daddr @${N.clusterIPs} reject`,
+        // One rule per CIDR: an inline `{ a, b }` would be an anonymous set.
+        ...ctx.serviceCIDRs.map((c) => `${ip} daddr ${c} drop`),
+      ],
+    },
+    { chain: chain(N.firewallCheck), rules: [`${tuple} vmap @${N.firewallIPs}`] },
+    { chain: chain(N.rejectChain), rules: ["reject"] },
+    {
+      chain: chain(N.masquerading),
+      rules: [
+        // After DNAT a hairpinned packet has saddr == daddr == the endpoint.
+        `ct status dnat ${ip} saddr . ${ip} daddr @${N.hairpin} masquerade fully-random`,
+        `meta mark & ${ctx.masqMark} == 0 return`,
+        `meta mark set meta mark ^ ${ctx.masqMark}`,
+        "masquerade fully-random",
+      ],
+    },
+  ];
+  const vmap = (name: string, type: string, comment: string): NftMap => ({
+    kind: "map",
+    name,
+    type,
+    dataType: "verdict",
+    comment,
+  });
+  const sets: (NftSet | NftMap)[] = [
+    vmap(
+      N.serviceIPs,
+      `${a} . inet_proto . inet_service`,
+      "ClusterIP, ExternalIP and LoadBalancer IP traffic",
+    ),
+    vmap(N.serviceNodePorts, "inet_proto . inet_service", "NodePort traffic"),
+    vmap(
+      N.noEndpointServices,
+      `${a} . inet_proto . inet_service`,
+      "vmap to drop or reject packets to services with no endpoints",
+    ),
+    vmap(
+      N.noEndpointNodePorts,
+      "inet_proto . inet_service",
+      "vmap to drop or reject packets to service nodeports with no endpoints",
+    ),
+    vmap(
+      N.firewallIPs,
+      `${a} . inet_proto . inet_service`,
+      "destinations that are subject to LoadBalancerSourceRanges",
+    ),
+    { kind: "set", name: N.clusterIPs, type: a, comment: "Active ClusterIPs" },
+    { kind: "set", name: N.nodePortIPs, type: a, comment: "IPs that accept NodePort traffic" },
+    {
+      kind: "set",
+      name: N.hairpin,
+      type: `${a} . ${a}`,
+      comment: "endpoint . endpoint, for hairpin masquerade",
+    },
+    ...endpointMaps(ctx, gen),
+  ];
+  return { chains, sets, nodePortIPs: ctx.nodePortIPs === "all" ? [] : [...ctx.nodePortIPs] };
+}

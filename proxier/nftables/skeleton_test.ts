@@ -1,0 +1,74 @@
+import assert from "node:assert/strict";
+import { buildContext } from "./context.ts";
+import { buildSkeleton, classChain } from "./skeleton.ts";
+import { CFG, ctx4, state } from "./testing.ts";
+
+const rulesOf = (name: string, cfg = CFG) =>
+  buildSkeleton(buildContext(state(), cfg), 0).chains.find((c) => c.chain.name === name)!.rules;
+
+Deno.test("skeleton: each map and set is bound by one or two rules; no anonymous sets", () => {
+  const sk = buildSkeleton(ctx4(), 0);
+  const rules = sk.chains.flatMap((c) => c.rules);
+  for (const s of sk.sets) {
+    const users = rules.filter((r) => r.includes(`@${s.name}`)).length;
+    // The endpoint maps are bound by the class chains only.
+    const want = s.name.endsWith("endpoints")
+      ? 0
+      : ["nodeport-ips", "cluster-ips"].includes(s.name)
+      ? 2
+      : 1;
+    assert.equal(users, want, s.name);
+  }
+  for (const r of rules) assert.ok(!r.includes("{"), r);
+  assert.deepEqual(rulesOf("cluster-ips-check"), [
+    "ip daddr @cluster-ips reject",
+    "ip daddr 198.19.0.0/16 drop",
+    "ip daddr 198.20.0.0/24 drop",
+  ]);
+  assert.deepEqual(sk.nodePortIPs, ["198.18.0.1"]);
+});
+
+Deno.test("skeleton: ClusterIP traffic from outside the pod network is marked, per detector", () => {
+  assert.equal(
+    rulesOf("services")[0],
+    "ip daddr @cluster-ips ip saddr != 198.18.128.0/17 meta mark set meta mark | 0x00004000",
+  );
+  assert.equal(
+    rulesOf("services", { ...CFG, masqueradeAll: true })[0],
+    "ip daddr @cluster-ips meta mark set meta mark | 0x00004000",
+  );
+  assert.equal(
+    rulesOf("services", {
+      ...CFG,
+      localDetector: { mode: "InterfaceNamePrefix", prefix: "veth" },
+    })[0],
+    'ip daddr @cluster-ips iifname != "veth*" meta mark set meta mark | 0x00004000',
+  );
+  const none = rulesOf("services", { ...CFG, localDetector: { mode: "None" } });
+  assert.ok(none[0].includes("vmap @service-ips"), "nothing to mark by without a detector");
+});
+
+Deno.test("skeleton: nodePortAddresses 0.0.0.0/0 uses fib and no nodeport-ips elements", () => {
+  const sk = buildSkeleton(buildContext(state(), { ...CFG, nodePortAddresses: ["0.0.0.0/0"] }), 0);
+  const services = sk.chains.find((c) => c.chain.name === "services")!.rules;
+  assert.equal(
+    services[2],
+    "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports",
+  );
+  assert.deepEqual(sk.nodePortIPs, []);
+});
+
+Deno.test("skeleton: class chains pick a bucket of the frontend; generations are separate", () => {
+  const ctx = ctx4();
+  assert.deepEqual(classChain(ctx, "dnat", 3, 0), {
+    chain: { kind: "chain", name: "dnat-3" },
+    rules: ["dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 3 map @endpoints"],
+  });
+  assert.deepEqual(classChain(ctx, "nodeport", 2, 1).rules, [
+    "meta mark set meta mark | 0x00004000",
+    "dnat ip to meta l4proto . th dport . numgen random mod 2 map @nodeport-endpoints-g1",
+  ]);
+  assert.equal(classChain(ctx, "external", 5, 0).chain.name, "external-dnat-5");
+  const g1 = buildSkeleton(ctx, 1).sets.map((s) => s.name);
+  assert.ok(g1.includes("endpoints-g1") && g1.includes("nodeport-endpoints-g1"));
+});

@@ -1,0 +1,65 @@
+/**
+ * Deleting what went stale: chains no element or rule points at any more,
+ * and then the sets and maps only those chains used.
+ *
+ * Why later and not in the sync that dropped them: on kernels before 6.2,
+ * removing a verdict-map element that points at a chain does not drop the
+ * chain's use count at commit; the element is released asynchronously, so a
+ * `delete chain` in the same (or an immediately following) transaction fails
+ * with EBUSY. Upstream kube-proxy hit exactly this (kubernetes#122604) and
+ * deletes stale chains in a later sync; so do we, after `delayMs`.
+ *
+ * @module
+ */
+import { type Chain, type Set as NftSet, Transaction } from "../../ffi/nftables/types.ts";
+import { type Delta, newDelta, type WrittenState } from "./written_state.ts";
+
+/** A stale-object deletion: its transaction and the delta to commit when it succeeds. */
+export interface StalePlan {
+  tx: Transaction;
+  delta: Delta;
+  chains: string[];
+  sets: string[];
+}
+
+/** Plans deletion of what has been stale for at least `delayMs`, or null when nothing is due. */
+export function planStaleDeletion(
+  written: WrittenState,
+  now: number,
+  delayMs: number,
+): StalePlan | null {
+  const chains: string[] = [];
+  for (const [name, at] of written.staleChains) {
+    // A class chain may have been reused since.
+    if ((written.classes.get(name) ?? 0) > 0) continue;
+    if (now - at >= delayMs) chains.push(name);
+  }
+  const sets: string[] = [];
+  for (const [name, at] of written.staleSets) {
+    if (written.sets.has(name)) continue;
+    if (now - at >= delayMs) sets.push(name);
+  }
+  if (chains.length === 0 && sets.length === 0) return null;
+  const tx = new Transaction();
+  const delta = newDelta();
+  for (const name of chains) {
+    tx.delete({ kind: "chain", name } as Chain);
+    delta.staleChains.set(name, null);
+    delta.chains.set(name, null);
+  }
+  // After the chains: a chain's rules may be what still used a set.
+  for (const name of sets) {
+    tx.delete({ kind: "set", name } as NftSet);
+    delta.staleSets.set(name, null);
+  }
+  return { tx, delta, chains, sets };
+}
+
+/** Earliest time (engine clock) something stale becomes deletable, or undefined. */
+export function nextStaleDeadline(written: WrittenState, delayMs: number): number | undefined {
+  let min: number | undefined;
+  for (const at of [...written.staleChains.values(), ...written.staleSets.values()]) {
+    if (min === undefined || at < min) min = at;
+  }
+  return min === undefined ? undefined : min + delayMs;
+}

@@ -1,0 +1,151 @@
+/**
+ * Lays a plan's operations out in transactions. Within a transaction the
+ * order is: table, declarations (sets, chain adds and flushes), rules,
+ * element deletes, element adds. So every chain or set exists before an element or rule uses it, a
+ * changed element is deleted before it is re-added, and references are
+ * dropped before anything is deleted (deletion itself comes in a later
+ * transaction, see stale.ts).
+ *
+ * A cold start or a regeneration may be cut into several transactions
+ * ({@link TxBuilder.build} with a limit): each carries whole service units,
+ * and a service's elements travel with it, so no service is ever reachable
+ * half-programmed.
+ *
+ * @module
+ */
+import {
+  type Chain,
+  type Element,
+  type Map as NftMap,
+  type Operation,
+  type Set as NftSet,
+  Transaction,
+} from "../../ffi/nftables/types.ts";
+import type { ElementSink } from "./frontend.ts";
+import { TABLE_COMMENT } from "./names.ts";
+
+/** The operations of one service port (or of the shared part of a plan). */
+export class Unit implements ElementSink {
+  /** Set and chain adds, flushes and re-creations. */
+  readonly decls: Operation[] = [];
+  readonly rules: Operation[] = [];
+  readonly dels: Operation[] = [];
+  readonly adds: Operation[] = [];
+
+  /** Element delete (the key is enough; the comment would be refused). */
+  del(e: Element): void {
+    const { comment: _c, value: _v, ...key } = e;
+    this.dels.push({ verb: "delete", obj: key });
+  }
+  /** Element add. */
+  add(e: Element): void {
+    this.adds.push({ verb: "add", obj: e });
+  }
+  /** Adds a chain (or makes sure it exists), optionally emptying it, then its rules. */
+  chain(c: Chain, rules: readonly string[], flush: boolean): void {
+    this.decls.push({ verb: "add", obj: c });
+    if (flush) this.flushChain(c.name);
+    for (const rule of rules) {
+      this.rules.push({ verb: "add", obj: { kind: "rule", chain: c.name, rule } });
+    }
+  }
+  /** Re-creates a base chain whose hook or priority may differ (same transaction: no gap). */
+  recreateBaseChain(c: Chain, rules: readonly string[]): void {
+    const name = { kind: "chain" as const, name: c.name };
+    this.decls.push({ verb: "add", obj: name });
+    this.decls.push({ verb: "flush", obj: name });
+    this.decls.push({ verb: "delete", obj: name });
+    this.chain(c, rules, false);
+  }
+  /** Empties a chain (dropping what its rules referenced). */
+  flushChain(name: string): void {
+    this.decls.push({ verb: "flush", obj: { kind: "chain", name } });
+  }
+  /** Adds a set or map (a no-op when it exists with the same definition). */
+  set(s: NftSet | NftMap): void {
+    this.decls.push({ verb: "add", obj: s });
+  }
+  /** Empties a set or map. */
+  flushSet(s: NftSet | NftMap): void {
+    this.decls.push({ verb: "flush", obj: { ...s } });
+  }
+
+  /** Number of operations. */
+  get size(): number {
+    return this.decls.length + this.rules.length + this.dels.length + this.adds.length;
+  }
+}
+
+/** Collects a plan's units and cuts them into transactions. */
+export class TxBuilder {
+  /** Shared head: sets, maps and class chains everything else may use. */
+  readonly head = new Unit();
+  /** Shared tail: flushes of chains that went away, and element changes owned by no unit. */
+  readonly tail = new Unit();
+  readonly #units: Unit[] = [];
+  #withTable = false;
+
+  /** Starts the first transaction with `add table` (full syncs). */
+  withTable(): void {
+    this.#withTable = true;
+  }
+
+  /** A new unit (one service port's operations). */
+  unit(): Unit {
+    const u = new Unit();
+    this.#units.push(u);
+    return u;
+  }
+
+  /**
+   * The transactions: one, or with `maxOps` > 0 as many as needed so that
+   * each holds about `maxOps` operations of whole units.
+   */
+  build(maxOps = 0): Transaction[] {
+    const groups: Unit[][] = [[]];
+    let size = this.head.size;
+    for (const u of this.#units) {
+      if (u.size === 0) continue;
+      if (maxOps > 0 && size > 0 && size + u.size > maxOps) {
+        groups.push([]);
+        size = 0;
+      }
+      groups[groups.length - 1].push(u);
+      size += u.size;
+    }
+    const txs = groups.map((units, i) => {
+      const all = i === 0 ? [this.head, ...units] : units;
+      if (i === groups.length - 1) all.push(this.tail);
+      const tx = new Transaction();
+      if (i === 0 && this.#withTable) tx.add({ kind: "table", comment: TABLE_COMMENT });
+      for (const u of all) for (const op of u.decls) tx.ops.push(op);
+      for (const u of all) for (const op of u.rules) tx.ops.push(op);
+      pushByTarget(tx, all.map((u) => u.dels));
+      pushByTarget(tx, all.map((u) => u.adds));
+      return tx;
+    });
+    const nonEmpty = txs.filter((t) => t.size > 0);
+    // A full sync that changes nothing must not even re-add the table.
+    if (nonEmpty.length === 1 && nonEmpty[0].size === 1 && this.#withTable) return [];
+    return nonEmpty;
+  }
+}
+
+/**
+ * Appends element operations grouped by set (in order of first appearance):
+ * the script renderer folds a run on one set into one command, which
+ * libnftables parses far faster than many small ones.
+ */
+function pushByTarget(tx: Transaction, lists: Operation[][]): void {
+  const byTarget = new Map<string, Operation[]>();
+  for (const list of lists) {
+    for (const op of list) {
+      const e = op.obj as Element;
+      const target = e.map ?? e.set ?? "";
+      let l = byTarget.get(target);
+      if (l === undefined) byTarget.set(target, l = []);
+      l.push(op);
+    }
+  }
+  for (const l of byTarget.values()) for (const op of l) tx.ops.push(op);
+}
