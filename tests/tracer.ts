@@ -411,6 +411,11 @@ class Tracer {
         fork = Number(p[3]);
         return undefined;
       }
+      // nft lists a map key's `th dport` as `tcp dport` when the map's data
+      // is typed that way: the same transport-header load, no protocol match.
+      if (p.length === 2 && p[1] === "dport" && /^(tcp|udp|sctp)$/.test(p[0])) {
+        return String(pkt.dport);
+      }
       const [v, n] = this.selector(p, 0, pkt, fail);
       if (n !== p.length) fail(`map key part "${p.join(" ")}"`);
       return v;

@@ -8,7 +8,7 @@
  * @module
  */
 import type { Element } from "../../ffi/nftables/types.ts";
-import { classChainName, endpointsMapName, N } from "./names.ts";
+import { classChainName, endpointsMapName, type L4, N } from "./names.ts";
 import type { FrontendSpec } from "./service_rules.ts";
 
 /** The elements of one frontend, as written. */
@@ -43,20 +43,13 @@ export function decodeFrontend(s: string): FrontendElements {
   return f;
 }
 
-/** The class chain a frontend dispatches to in generation `gen`, or undefined. */
-export function frontendClass(f: FrontendSpec, gen: number): string | undefined {
-  const d = f.dispatch;
-  if (d === undefined || !("class" in d)) return undefined;
-  return classChainName(d.class, d.endpoints.length, gen);
-}
-
 /** The elements a frontend wants in generation `gen`. */
 export function renderFrontend(f: FrontendSpec, gen: number): FrontendElements {
   const out: FrontendElements = { buckets: NO_BUCKETS };
   const d = f.dispatch;
   if (d !== undefined) {
     if ("class" in d) {
-      out.verdict = `goto ${classChainName(d.class, d.endpoints.length, gen)}`;
+      out.verdict = `goto ${classChainName(d.class, d.proto, d.endpoints.length, gen)}`;
       out.buckets = d.endpoints;
     } else {
       out.verdict = `goto ${d.chain}`;
@@ -67,9 +60,9 @@ export function renderFrontend(f: FrontendSpec, gen: number): FrontendElements {
   return out;
 }
 
-/** The class chain a written verdict points at, if it is one (`goto dnat-3` -> `dnat-3`). */
-export function verdictChain(verdict: string | undefined): string | undefined {
-  return verdict?.startsWith("goto ") ? verdict.slice(5) : undefined;
+/** The protocol of a frontend key (`a . tcp . 80`, or `tcp . 30080` for NodePorts). */
+export function frontendProto(key: string, nodePort: boolean): L4 {
+  return key.split(" . ")[nodePort ? 0 : 1] as L4;
 }
 
 /** Receives element operations in the order they must run. */
@@ -117,7 +110,7 @@ export function diffFrontend(
   one(nodePort ? N.serviceNodePorts : N.serviceIPs, old?.verdict, next?.verdict, true);
   const ob = old?.buckets ?? NO_BUCKETS, nb = next?.buckets ?? NO_BUCKETS;
   if (ob !== nb) {
-    const bmap = endpointsMapName(nodePort, gen);
+    const bmap = endpointsMapName(nodePort, frontendProto(key, nodePort), gen);
     for (let i = 0; i < Math.max(ob.length, nb.length); i++) {
       if (ob[i] === nb[i]) continue;
       if (ob[i] !== undefined) sink.del(mapElement(bmap, [key, String(i)]));

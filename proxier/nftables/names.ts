@@ -59,30 +59,36 @@ function genSuffix(gen: number): string {
   return gen === 0 ? "" : `-g${gen}`;
 }
 
+/** Transport protocols, as nft names them. */
+export type L4 = "tcp" | "udp" | "sctp";
+
+/** The protocols endpoint maps and class chains exist for. */
+export const L4S: readonly L4[] = ["tcp", "udp", "sctp"];
+
 /**
  * Name of the shared chain that picks one of `n` endpoints for a `kind` of
- * frontend, in generation `gen` of the endpoint maps (see docs/dataplane.md):
- * `dnat-10`, `external-dnat-3-g1`, ...
+ * frontend of protocol `proto`, in generation `gen` of the endpoint maps
+ * (see docs/dataplane.md): `dnat-tcp-10`, `external-dnat-udp-3-g1`, ...
  */
-export function classChainName(kind: ClassKind, n: number, gen: number): string {
-  return `${CLASS_PREFIX[kind]}-${n}${genSuffix(gen)}`;
+export function classChainName(kind: ClassKind, proto: L4, n: number, gen: number): string {
+  return `${CLASS_PREFIX[kind]}-${proto}-${n}${genSuffix(gen)}`;
 }
 
-/** Name of the map holding endpoint buckets (`endpoints`, `nodeport-endpoints-g1`, ...). */
-export function endpointsMapName(nodePort: boolean, gen: number): string {
-  return `${nodePort ? "nodeport-endpoints" : "endpoints"}${genSuffix(gen)}`;
+/** Name of a map holding endpoint buckets (`endpoints-tcp`, `nodeport-endpoints-udp-g1`, ...). */
+export function endpointsMapName(nodePort: boolean, proto: L4, gen: number): string {
+  return `${nodePort ? "nodeport-endpoints" : "endpoints"}-${proto}${genSuffix(gen)}`;
 }
 
-const CLASS_CHAIN = /^(dnat|external-dnat|nodeport-dnat)-(\d+)(?:-g(\d+))?$/;
+const CLASS_CHAIN = /^(dnat|external-dnat|nodeport-dnat)-(tcp|udp|sctp)-(\d+)(?:-g(\d+))?$/;
 
 /** Parses a class chain name back into its parts, or undefined for any other name. */
 export function parseClassChain(
   name: string,
-): { kind: ClassKind; n: number; gen: number } | undefined {
+): { kind: ClassKind; proto: L4; n: number; gen: number } | undefined {
   const m = CLASS_CHAIN.exec(name);
   if (m === null) return undefined;
   const kind = m[1] === "dnat" ? "dnat" : m[1] === "external-dnat" ? "external" : "nodeport";
-  return { kind, n: Number(m[2]), gen: m[3] === undefined ? 0 : Number(m[3]) };
+  return { kind, proto: m[2] as L4, n: Number(m[3]), gen: m[4] === undefined ? 0 : Number(m[4]) };
 }
 
 /** nftables' NFT_NAME_MAXLEN is 256 including the NUL. */

@@ -111,7 +111,8 @@ for (const seed of [1, 2, 3, 4]) {
 }
 
 /** Adoption moves to another generation of bucket maps; compare without the suffix. */
-const withoutGen = (dump: string) => dump.replace(/(dnat-\d+|endpoints)-g\d+/g, "$1");
+const withoutGen = (dump: string) =>
+  dump.replace(/(dnat-(?:tcp|udp|sctp)-\d+|endpoints-(?:tcp|udp|sctp))-g\d+/g, "$1");
 
 for (const seed of [11, 12]) {
   Deno.test(`restarts and failed transactions converge to a fresh full sync (seed ${seed})`, async () => {

@@ -188,7 +188,7 @@ export function settleClasses(
     const c = parseClassChain(name)!;
     if (used) {
       if (c.gen !== gen) throw new Error(`class chain ${name} is not of generation ${gen}`);
-      const spec = classChain(ctx, c.kind, c.n, gen);
+      const spec = classChain(ctx, c.kind, c.proto, c.n, gen);
       if (d.get("chains", name) === chainDigest(spec)) {
         if (d.has("staleChains", name)) d.set("staleChains", name, null);
       } else {

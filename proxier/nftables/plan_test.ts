@@ -72,7 +72,7 @@ Deno.test("plan: two ports claiming one frontend: the lowest id writes, the othe
   const a = h.set(svc("ns/a:http", { clusterIP: "198.19.0.1", ...ext }), [ep("198.18.130.1")]);
   await h.sync([a]);
   const extBuckets = () =>
-    h.fake.state()!.maps.get("endpoints")!.elements.filter((e) => e.key[0] === "198.18.100.1")
+    h.fake.state()!.maps.get("endpoints-tcp")!.elements.filter((e) => e.key[0] === "198.18.100.1")
       .map((e) => e.value!.join(" . "));
   assert.deepEqual(extBuckets(), ["198.18.130.1 . 8080"], "ns/a sorts first and wins");
   assert.equal(await h.settled(), await fresh(h.st));

@@ -52,7 +52,7 @@ async function must(r: Promise<SyncResult | null>): Promise<SyncResult> {
 
 /** A dump with generation suffixes removed: adoption moves to another generation. */
 function sameModuloGen(dump: string): string {
-  return dump.replace(/(dnat-\d+|endpoints)-g\d+/g, "$1");
+  return dump.replace(/(dnat-(?:tcp|udp|sctp)-\d+|endpoints-(?:tcp|udp|sctp))-g\d+/g, "$1");
 }
 
 /** The dump a fresh proxier produces for `state` on an empty table. */
@@ -110,7 +110,11 @@ Deno.test("proxier: an endpoint change is a few element ops; partial equals a fr
   // Add a service with one endpoint: a verdict, a bucket, a ClusterIP, and class dnat-1.
   const id = addService(state, 100);
   const add = await must(p.sync(input(state, [id])));
-  assert.equal(add.ops, 5, "service-ips + endpoints + cluster-ips elements, dnat-1 chain + rule");
+  assert.equal(
+    add.ops,
+    5,
+    "service-ips + endpoints + cluster-ips elements, dnat-tcp-1 chain + rule",
+  );
   assert.equal(await settledDump(p, clock, fake, state), await freshDump(state));
 
   // Swap its endpoint: one bucket element replaced; no chain, no verdict change.
@@ -120,7 +124,7 @@ Deno.test("proxier: an endpoint change is a few element ops; partial equals a fr
   const tx = fake.lastTransaction!;
   assert.ok(tx.ops.every((o) => o.obj.kind === "element"), "elements only");
 
-  // Two more endpoints: buckets added, the verdict re-pointed to the existing dnat-3.
+  // Two more endpoints: buckets added, the verdict re-pointed to the existing dnat-tcp-3.
   const more = syntheticEndpoints(200, { ...OPTS, endpointsPerService: 2 });
   state.endpoints.set(id, [...state.endpoints.get(id)!, ...more]);
   const grow = await must(p.sync(input(state, [id])));
@@ -141,20 +145,20 @@ Deno.test("proxier: an unused class chain goes stale and is deleted after the de
   await must(p.sync(input(state)));
   const id = addService(state, 9, 4);
   await must(p.sync(input(state, [id])));
-  assert.ok((await fake.listChains()).includes("dnat-4"));
+  assert.ok((await fake.listChains()).includes("dnat-tcp-4"));
   state.services.delete(id);
   state.endpoints.delete(id);
   const del = await must(p.sync(input(state, [], [id])));
   assert.ok(del.followUpMs !== undefined && del.followUpMs <= 1000);
-  assert.ok(p.written.staleChains.has("dnat-4"));
-  assert.ok((await fake.listChains()).includes("dnat-4"), "kept until the delay passed");
+  assert.ok(p.written.staleChains.has("dnat-tcp-4"));
+  assert.ok((await fake.listChains()).includes("dnat-tcp-4"), "kept until the delay passed");
   clock.t += 500;
   assert.equal((await must(p.sync(input(state)))).deletedChains, 0, "not before the delay");
   clock.t += 600;
   const late = await must(p.sync(input(state)));
   assert.equal(late.deletedChains, 1);
   assert.equal(late.followUpMs, undefined);
-  assert.ok(!(await fake.listChains()).includes("dnat-4"));
+  assert.ok(!(await fake.listChains()).includes("dnat-tcp-4"));
   assert.equal(fake.dump(), await freshDump(state));
 });
 
@@ -166,10 +170,10 @@ Deno.test("proxier: a stale class chain reused before deletion is kept", async (
   await must(p.sync(input(state, [id])));
   state.endpoints.set(id, syntheticEndpoints(9, { ...OPTS, endpointsPerService: 1 }));
   await must(p.sync(input(state, [id])));
-  assert.ok(p.written.staleChains.has("dnat-4"));
+  assert.ok(p.written.staleChains.has("dnat-tcp-4"));
   state.endpoints.set(id, syntheticEndpoints(9, { ...OPTS, endpointsPerService: 4 }));
   const back = await must(p.sync(input(state, [id])));
-  assert.ok(!p.written.staleChains.has("dnat-4"));
+  assert.ok(!p.written.staleChains.has("dnat-tcp-4"));
   assert.ok(!fake.lastTransaction!.ops.some((o) => o.obj.kind === "chain"), "nothing re-created");
   assert.ok(back.ops > 0);
   clock.t += 5000;
@@ -203,7 +207,7 @@ Deno.test("proxier: a failed transaction makes the next sync full, fresh, and ke
   assert.equal(p.written.gen, 1, "a failure moves the endpoint maps to a fresh generation");
   assert.deepEqual(r.stale.servicesWithNewEndpoints, [svc], "stale report survives the failure");
   const dump = await settledDump(p, clock, fake, state);
-  assert.ok(!/map endpoints \{/.test(dump), "the old generation is deleted");
+  assert.ok(!/map endpoints-tcp \{/.test(dump), "the old generation is deleted");
   assert.equal(sameModuloGen(dump), await freshDump(state));
 });
 

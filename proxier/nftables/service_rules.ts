@@ -20,7 +20,7 @@ import {
 } from "../categorize.ts";
 import type { EndpointInfo, ServicePortInfo } from "../model.ts";
 import type { BuildContext } from "./context.ts";
-import { type ClassKind, serviceChainNames } from "./names.ts";
+import { type ClassKind, type L4, serviceChainNames } from "./names.ts";
 import { firewallChain, noEndpointVerdict, ownChains } from "./service_chains.ts";
 import type { ChainSpec } from "./skeleton.ts";
 
@@ -34,7 +34,7 @@ export function elementComment(id: string): string {
 
 /** Where a frontend's traffic goes: a shared class chain with its endpoints, or a chain of its own. */
 export type Dispatch =
-  | { class: ClassKind; endpoints: string[] }
+  | { class: ClassKind; proto: L4; endpoints: string[] }
   | { chain: string };
 
 /** One destination of a service port, as the dispatch maps see it. */
@@ -87,7 +87,7 @@ export function buildServiceRules(
       `service port ${svc.id} is IPv${svc.family} but the ruleset is IPv${ctx.family}`,
     );
   }
-  const proto = svc.protocol.toLowerCase();
+  const proto = svc.protocol.toLowerCase() as L4;
   const cat = categorizeEndpoints(svc, endpoints, ctx.node);
   const external = externallyAccessible(svc);
   const clusterChain = usesClusterEndpoints(svc) && cat.clusterEndpoints.length > 0;
@@ -129,12 +129,12 @@ export function buildServiceRules(
   } else {
     if (hasInternal) {
       const eps = svc.internalPolicyLocal ? cat.localEndpoints : cat.clusterEndpoints;
-      internal = { class: "dnat", endpoints: eps.map(endpointValue) };
+      internal = { class: "dnat", proto, endpoints: eps.map(endpointValue) };
     }
     if (hasExternal) {
       const eps = cat.clusterEndpoints.map(endpointValue);
-      externalDispatch = { class: "external", endpoints: eps };
-      nodePortDispatch = { class: "nodeport", endpoints: eps };
+      externalDispatch = { class: "external", proto, endpoints: eps };
+      nodePortDispatch = { class: "nodeport", proto, endpoints: eps };
     }
   }
 

@@ -20,14 +20,18 @@ Deno.test("service: the common port is elements only: a class verdict and its bu
     {
       key: "198.19.0.1 . tcp . 80",
       nodePort: false,
-      dispatch: { class: "dnat", endpoints: buckets },
+      dispatch: { class: "dnat", proto: "tcp", endpoints: buckets },
     },
     {
       key: "198.18.100.1 . tcp . 80",
       nodePort: false,
-      dispatch: { class: "external", endpoints: buckets },
+      dispatch: { class: "external", proto: "tcp", endpoints: buckets },
     },
-    { key: "tcp . 30001", nodePort: true, dispatch: { class: "nodeport", endpoints: buckets } },
+    {
+      key: "tcp . 30001",
+      nodePort: true,
+      dispatch: { class: "nodeport", proto: "tcp", endpoints: buckets },
+    },
   ]);
   assert.equal(r.clusterIP, "198.19.0.1");
   assert.equal(r.comment, "ns/a:http");
@@ -62,7 +66,11 @@ Deno.test("service: iTP=Local sends ClusterIP traffic to local endpoints only", 
     ep("198.18.129.1", { isLocal: true }),
     ep("198.18.130.1"),
   ]);
-  assert.deepEqual(r.frontends[0].dispatch, { class: "dnat", endpoints: ["198.18.129.1 . 8080"] });
+  assert.deepEqual(r.frontends[0].dispatch, {
+    class: "dnat",
+    proto: "tcp",
+    endpoints: ["198.18.129.1 . 8080"],
+  });
   const none = rules(svc("ns/a:http", { internalPolicyLocal: true }), [ep("198.18.130.1")]);
   assert.equal(none.frontends[0].dispatch, undefined);
   assert.equal(none.frontends[0].noEndpoint, "drop", "endpoints exist elsewhere: drop");
@@ -165,7 +173,7 @@ Deno.test("service: IPv6 buckets and family mismatch error", () => {
   assert.deepEqual(r.frontends[0], {
     key: "2001:db8:ffff::1 . tcp . 80",
     nodePort: false,
-    dispatch: { class: "dnat", endpoints: ["2001:db8:128::5 . 8080"] },
+    dispatch: { class: "dnat", proto: "tcp", endpoints: ["2001:db8:128::5 . 8080"] },
   });
   assert.throws(() => rules(s, []), /ns\/a:http is IPv6 but the ruleset is IPv4/);
 });

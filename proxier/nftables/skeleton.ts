@@ -7,7 +7,7 @@
  */
 import type { Chain, Map as NftMap, Set as NftSet } from "../../ffi/nftables/types.ts";
 import type { BuildContext } from "./context.ts";
-import { classChainName, type ClassKind, endpointsMapName, N } from "./names.ts";
+import { classChainName, type ClassKind, endpointsMapName, type L4, L4S, N } from "./names.ts";
 
 /** A chain with its complete rule list (nft syntax bodies). */
 export interface ChainSpec {
@@ -59,28 +59,33 @@ function clusterMasqueradeRule(ctx: BuildContext): string | undefined {
  * The maps holding endpoint buckets of generation `gen`: key = frontend
  * (destination, protocol, port; NodePorts without the destination) plus the
  * bucket number a `numgen random mod N` produces, value = endpoint address
- * and port. One map serves every endpoint count: the class chain's modulus
- * decides which buckets exist.
+ * and port. One map per protocol serves every endpoint count: the class
+ * chain's modulus decides which buckets exist.
+ *
+ * Why per protocol: the value's port needs a protocol, and its typeof names
+ * one (`udp dport`), so nft puts the matching `meta l4proto` check in every
+ * rule using the map. With a protocol-less `th dport`, nft 1.0.6 refuses any
+ * rule that uses a map it read back from the kernel ("conflicting protocols
+ * specified: ip vs. th"), that is every class chain added after the map.
  */
 export function endpointMaps(ctx: BuildContext, gen: number): NftMap[] {
   const ip = ctx.ip;
-  const data = `${ip} daddr . th dport`;
-  return [
+  return L4S.flatMap((proto): NftMap[] => [
     {
       kind: "map",
-      name: endpointsMapName(false, gen),
+      name: endpointsMapName(false, proto, gen),
       type: `typeof ${ip} daddr . meta l4proto . th dport . numgen random mod 1`,
-      dataType: data,
-      comment: "endpoint buckets of ClusterIP, ExternalIP and LoadBalancer IP frontends",
+      dataType: `${ip} daddr . ${proto} dport`,
+      comment: `endpoint buckets of ${proto} ClusterIP, ExternalIP and LoadBalancer IP frontends`,
     },
     {
       kind: "map",
-      name: endpointsMapName(true, gen),
+      name: endpointsMapName(true, proto, gen),
       type: "typeof meta l4proto . th dport . numgen random mod 1",
-      dataType: data,
-      comment: "endpoint buckets of NodePort frontends",
+      dataType: `${ip} daddr . ${proto} dport`,
+      comment: `endpoint buckets of ${proto} NodePort frontends`,
     },
-  ];
+  ]);
 }
 
 /**
@@ -88,23 +93,29 @@ export function endpointMaps(ctx: BuildContext, gen: number): NftMap[] {
  * frontend the packet was sent to. External and NodePort traffic is marked
  * for masquerade first (externalTrafficPolicy Cluster).
  */
-export function classChain(ctx: BuildContext, kind: ClassKind, n: number, gen: number): ChainSpec {
+export function classChain(
+  ctx: BuildContext,
+  kind: ClassKind,
+  proto: L4,
+  n: number,
+  gen: number,
+): ChainSpec {
   const ip = ctx.ip;
   const pick = `numgen random mod ${n}`;
   const rules: string[] = [];
   if (kind !== "dnat") rules.push(markForMasquerade(ctx));
   if (kind === "nodeport") {
     rules.push(
-      `dnat ${ip} to meta l4proto . th dport . ${pick} map @${endpointsMapName(true, gen)}`,
+      `dnat ${ip} to meta l4proto . th dport . ${pick} map @${endpointsMapName(true, proto, gen)}`,
     );
   } else {
     rules.push(
       `dnat ${ip} to ${ip} daddr . meta l4proto . th dport . ${pick} map @${
-        endpointsMapName(false, gen)
+        endpointsMapName(false, proto, gen)
       }`,
     );
   }
-  return { chain: chain(classChainName(kind, n, gen)), rules };
+  return { chain: chain(classChainName(kind, proto, n, gen)), rules };
 }
 
 /** The skeleton for `ctx`, with the endpoint maps of generation `gen`. */

@@ -12,7 +12,7 @@ Deno.test("skeleton: each map and set is bound by one or two rules; no anonymous
   for (const s of sk.sets) {
     const users = rules.filter((r) => r.includes(`@${s.name}`)).length;
     // The endpoint maps are bound by the class chains only.
-    const want = s.name.endsWith("endpoints")
+    const want = s.name.includes("endpoints")
       ? 0
       : ["nodeport-ips", "cluster-ips"].includes(s.name)
       ? 2
@@ -60,15 +60,28 @@ Deno.test("skeleton: nodePortAddresses 0.0.0.0/0 uses fib and no nodeport-ips el
 
 Deno.test("skeleton: class chains pick a bucket of the frontend; generations are separate", () => {
   const ctx = ctx4();
-  assert.deepEqual(classChain(ctx, "dnat", 3, 0), {
-    chain: { kind: "chain", name: "dnat-3" },
-    rules: ["dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 3 map @endpoints"],
+  assert.deepEqual(classChain(ctx, "dnat", "tcp", 3, 0), {
+    chain: { kind: "chain", name: "dnat-tcp-3" },
+    rules: [
+      "dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 3 map @endpoints-tcp",
+    ],
   });
-  assert.deepEqual(classChain(ctx, "nodeport", 2, 1).rules, [
+  assert.deepEqual(classChain(ctx, "nodeport", "udp", 2, 1).rules, [
     "meta mark set meta mark | 0x00004000",
-    "dnat ip to meta l4proto . th dport . numgen random mod 2 map @nodeport-endpoints-g1",
+    "dnat ip to meta l4proto . th dport . numgen random mod 2 map @nodeport-endpoints-udp-g1",
   ]);
-  assert.equal(classChain(ctx, "external", 5, 0).chain.name, "external-dnat-5");
-  const g1 = buildSkeleton(ctx, 1).sets.map((s) => s.name);
-  assert.ok(g1.includes("endpoints-g1") && g1.includes("nodeport-endpoints-g1"));
+  assert.equal(classChain(ctx, "external", "sctp", 5, 0).chain.name, "external-dnat-sctp-5");
+  const g1 = buildSkeleton(ctx, 1).sets.filter((s) => s.name.includes("endpoints"));
+  assert.deepEqual(g1.map((s) => s.name), [
+    "endpoints-tcp-g1",
+    "nodeport-endpoints-tcp-g1",
+    "endpoints-udp-g1",
+    "nodeport-endpoints-udp-g1",
+    "endpoints-sctp-g1",
+    "nodeport-endpoints-sctp-g1",
+  ]);
+  // The value's protocol puts a matching l4proto check into the class chain (see skeleton.ts).
+  assert.ok(
+    g1.every((m) => m.kind === "map" && m.dataType.endsWith(` ${m.name.split("-").at(-2)} dport`)),
+  );
 });

@@ -1,5 +1,5 @@
 /**
- * Real traffic through rules built by the rule builder, in throwaway
+ * Real traffic through rules a real proxier sync programs, in throwaway
  * network namespaces:
  *
  *   client (198.18.0.2) --eth0-- node (198.18.0.1, router, kube-proxy table)
@@ -8,7 +8,7 @@
  *                                 `-- vp3 -- pod3 198.18.1.13 / 2001:db8:1::13 (client pod)
  *
  * The node namespace is programmed by a child Deno process (fixture) that
- * builds the ruleset and applies it through the libnftables FFI client.
+ * runs one proxier sync through the libnftables FFI client.
  *
  * @module
  */
@@ -22,6 +22,10 @@ import type {
   ServicePortInfo,
 } from "../../proxier/model.ts";
 import { endpoint, servicePort } from "../../proxier/model_testing.ts";
+import { parseTableListing } from "../../ffi/nftables/list_parser.ts";
+import { GOLDEN } from "../golden_clusters.ts";
+import { programFake } from "../programmed.ts";
+import { type Packet, trace } from "../tracer.ts";
 
 const FIX = `${repoRoot}/tests/e2e/fixtures`;
 const NODE4 = "198.18.0.1", CLIENT4 = "198.18.0.2", NODE6 = "2001:db8::1";
@@ -277,27 +281,53 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
   });
 });
 
-e2eTest("dataplane: golden rulesets load into a real kernel, over an older table", async () => {
-  await withNetns(1, async (ns) => {
-    for (const entry of Deno.readDirSync(`${repoRoot}/tests/golden`)) {
-      if (!entry.name.endsWith(".nft")) continue;
-      const file = `${repoRoot}/tests/golden/${entry.name}`;
-      const family = entry.name.includes("ipv6") ? "ip6" : "ip";
-      // A table as kube-proxy 1.31-1.33 left it: filter-input at another priority.
-      await ns.exec(["nft", "-f", "-"], {
-        stdin: `add table ${family} kube-proxy\n` +
-          `add chain ${family} kube-proxy filter-input { type filter hook input priority -110 ; }\n` +
-          `add rule ${family} kube-proxy filter-input ct state new accept\n`,
-      });
-      // Loading twice proves the full transaction is idempotent.
-      for (let i = 0; i < 2; i++) {
-        const r = await ns.exec(["nft", "-f", file], { check: false });
-        assert.equal(r.code, 0, `${entry.name}: ${r.stderr}`);
+/** Packets worth tracing for a cluster: every frontend from a pod, off-node and the node. */
+function probePackets(st: ProxyState): Packet[] {
+  const local = st.node.podCIDRs.find((c) => c.includes(st.family === 4 ? "." : ":"))!;
+  const pod = st.family === 4
+    ? local.replace(/\.0\/\d+$/, ".77")
+    : local.replace(/::\/\d+$/, "::77");
+  const off = st.family === 4 ? "198.18.60.6" : "2001:db8:60::6";
+  const nodeIP = st.node.ips.find((a) => a.includes(st.family === 4 ? "." : ":"))!;
+  const out: Packet[] = [];
+  for (const s of st.services.values()) {
+    const proto = s.protocol.toLowerCase() as Packet["proto"];
+    for (const dst of [s.clusterIP, ...s.externalIPs, ...s.loadBalancerIPs]) {
+      for (const [from, src] of [["pod", pod], ["offnode", off], ["host", nodeIP]] as const) {
+        out.push({ from, src, dst, proto, dport: s.port });
+        out.push({ from, src, dst, proto, dport: s.port + 1 });
       }
-      const input = await ns.exec(["nft", "list", "chain", family, "kube-proxy", "filter-input"]);
-      assert.match(input.stdout, /priority filter;/);
+    }
+    if (s.nodePort > 0) {
+      out.push({ from: "offnode", src: off, dst: nodeIP, proto, dport: s.nodePort });
+      out.push({ from: "pod", src: pod, dst: nodeIP, proto, dport: s.nodePort });
+    }
+  }
+  return out;
+}
+
+e2eTest("dataplane: the kernel holds what the fake holds, traced packet by packet", async () => {
+  await withNetns(1, async (ns) => {
+    for (const [name, c] of Object.entries(GOLDEN)) {
+      const family = c.state.family === 4 ? "ip" : "ip6";
+      // The golden file is the script a cold start sends; load it as nft would.
+      const r = await ns.exec(["nft", "-f", `${repoRoot}/tests/golden/${name}.nft`], {
+        check: false,
+      });
+      assert.equal(r.code, 0, `${name}: ${r.stderr}`);
       const listed = await ns.exec(["nft", "list", "table", family, "kube-proxy"]);
-      assert.match(listed.stdout, /chain services \{/);
+      const kernel = parseTableListing(listed.stdout, family, "kube-proxy")!;
+      const fake = (await programFake(c.state, c.config)).fake.state()!;
+      assert.deepEqual([...kernel.chains.keys()].sort(), [...fake.chains.keys()].sort(), name);
+      const env = { nodeIPs: c.state.node.ips };
+      for (const pkt of probePackets(c.state)) {
+        const a = trace(kernel, pkt, env), b = trace(fake, pkt, env);
+        assert.deepEqual(
+          { verdict: a.verdict, dnat: a.dnat, masquerade: a.masquerade },
+          { verdict: b.verdict, dnat: b.dnat, masquerade: b.masquerade },
+          `${name}: ${JSON.stringify(pkt)}`,
+        );
+      }
       await ns.exec(["nft", "delete", "table", family, "kube-proxy"]);
     }
   });

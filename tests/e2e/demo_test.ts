@@ -17,8 +17,8 @@ e2eTest("demo: real traffic through the real agent, every check passes", async (
   const m = /(\d+)\/(\d+) checks passed\./.exec(r.stdout);
   assert.ok(m && m[1] === m[2] && Number(m[1]) >= 9, out);
   assert.ok(!/^FAIL/m.test(r.stdout), out);
-  assert.match(r.stdout, /198\.19\.0\.10 \. tcp \. 80 : goto service-/);
-  assert.match(r.stdout, /2001:db8:ffff::10 \. tcp \. 80 : goto service-/);
+  assert.match(r.stdout, /198\.19\.0\.10 \. tcp \. 80 : goto dnat-tcp-\d+/);
+  assert.match(r.stdout, /2001:db8:ffff::10 \. tcp \. 80 : goto dnat-tcp-\d+/);
   // Every namespace it made is gone.
   const demoNs = (s: string) => s.split("\n").filter((l) => /-demo[ncp]\d/.test(l)).length;
   assert.equal(demoNs((await run(["ip", "netns", "list"])).stdout), demoNs(before));
