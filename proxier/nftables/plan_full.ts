@@ -25,7 +25,7 @@ import {
   type FrontendElements,
   renderFrontend,
 } from "./frontend.ts";
-import { endpointsMapName, N, parseClassChain } from "./names.ts";
+import { N, parseClassChain } from "./names.ts";
 import {
   claimRecord,
   clusterIPElement,

@@ -1,6 +1,7 @@
 /**
  * Real-kernel tests of the sync engine: restart adoption without a traffic
- * gap, and repair after the table is deleted behind our back.
+ * gap (of our own table, of upstream kube-proxy 1.34's, and of the previous
+ * layout's), and repair after the table is deleted behind our back.
  *
  * Topology (all in namespaces this test creates): client 198.18.100.2 ->
  * node (198.18.100.1 | 198.18.101.1, forwarding, runs the proxier) -> pod
@@ -128,6 +129,42 @@ e2eTest("sync e2e: a restarted proxier adopts the table with no traffic gap", as
   });
 });
 
+for (const layout of ["upstream", "previous"] as const) {
+  e2eTest(`sync e2e: a table of the ${layout} layout is adopted with no traffic gap`, async () => {
+    await withNetns(3, async (client, node, pod) => {
+      await topology(client, node, pod);
+      const server = await startServer(pod);
+      try {
+        const svc = ["--filler", "300", "--sticky-every", "7"];
+        await finish(proxierChild(node, [...svc, "--preload", layout, "--preload-only"]));
+        assert.ok(await connectOnce(client), `service reachable through the ${layout} layout`);
+        const loop = client.spawn([denoBin, "eval", CLIENT, CLUSTER_IP, "80", "5000"], {
+          stderr: "inherit",
+        });
+        await new Promise((r) => setTimeout(r, 1000));
+        // Small transactions: the adoption takes several, a service at a time.
+        const syncs = await finish(
+          proxierChild(node, [...svc, "--syncs", "3", "--max-ops", "400"]),
+        );
+        const out = await loop.output();
+        const res = JSON.parse(new TextDecoder().decode(out.stdout).trim().split("\n").at(-1)!);
+        console.log(`${layout} adoption: ${JSON.stringify(syncs)}; client ${JSON.stringify(res)}`);
+        assert.ok((syncs[0].txs as number) > 2, "the adoption ran in several transactions");
+        assert.ok(res.ok > 50, `client made too few connections: ${JSON.stringify(res)}`);
+        assert.equal(res.fail, 0, `connections failed during adoption: ${JSON.stringify(res)}`);
+        const table = (await node.exec(["nft", "list", "table", "ip", "kube-proxy"])).stdout;
+        assert.doesNotMatch(table, /chain (endpoint-|mark-for-masquerade)/, "old chains are gone");
+        const check = /chain cluster-ips-check \{([^}]*)\}/.exec(table)![1];
+        assert.doesNotMatch(check, /\{/, "no anonymous set is left in cluster-ips-check");
+        assert.match(table, /goto dnat-tcp-2/, "services now use the shared class chains");
+      } finally {
+        server.kill();
+        await server.output();
+      }
+    });
+  });
+}
+
 e2eTest("sync e2e: the next full sync repairs a deleted table", async () => {
   await withNetns(3, async (client, node, pod) => {
     await topology(client, node, pod);
@@ -187,6 +224,12 @@ async function child(args: string[]): Promise<void> {
     state.services.set(s.id, s);
     state.endpoints.set(s.id, synth.syntheticEndpoints(i, o));
   }
+  const stickyEvery = num("sticky-every", 0);
+  if (stickyEvery > 0) {
+    for (const [i, svc] of [...state.services.values()].entries()) {
+      if (i % stickyEvery === 0) svc.stickyMaxAgeSeconds = 600;
+    }
+  }
   const test = synth.syntheticService(60_000, o);
   test.id = "e2e/web:http";
   test.namespace = "e2e";
@@ -209,10 +252,27 @@ async function child(args: string[]): Promise<void> {
   state.node.ips = [NODE_IP];
   // ServiceCIDRs must not cover the pod/node/client addresses (cluster-ips-check drops them).
   state.serviceCIDRs = ["198.18.0.0/20", "198.18.200.0/24"];
+  const preload = args[args.indexOf("--preload") + 1];
+  if (args.includes("--preload")) {
+    const legacy = await import("./fixtures/legacy_tables.ts");
+    const podCIDR = synth.syntheticConfig().localDetector;
+    const cidr = podCIDR.mode === "ClusterCIDR" ? podCIDR.cidrs[0] : "198.19.0.0/16";
+    const script = preload === "upstream"
+      ? legacy.upstreamScript(state, cidr)
+      : legacy.previousScript(state, cidr);
+    const nft = new Deno.Command("nft", { args: ["-f", "-"], stdin: "piped" }).spawn();
+    const w = nft.stdin.getWriter();
+    await w.write(new TextEncoder().encode(script));
+    await w.close();
+    const st = await nft.status;
+    if (!st.success) throw new Error(`loading the ${preload} table failed`);
+    if (args.includes("--preload-only")) return;
+  }
   const p = new Proxier({
     client: openNftables("ip", "kube-proxy"),
     config: synth.syntheticConfig(),
     fullSyncPeriodMs: num("full-every-ms", 3_600_000),
+    maxOpsPerTransaction: num("max-ops", 50_000),
   });
   p.markSynced("services");
   p.markSynced("endpointSlices");
