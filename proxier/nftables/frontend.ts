@@ -33,6 +33,17 @@ export function encodeFrontend(f: FrontendElements): string {
   }`;
 }
 
+/**
+ * The encoding of a frontend whose verdict, no-endpoint and firewall
+ * elements are `head`'s and whose buckets are those encoded in `spec`
+ * (compares and patches without decoding).
+ */
+export function withBucketsOf(head: Omit<FrontendElements, "buckets">, spec: string): string {
+  const prefix = encodeFrontend({ ...head, buckets: NO_BUCKETS });
+  if (spec.startsWith(prefix)) return spec;
+  return prefix + spec.slice(spec.lastIndexOf(SEP) + 1);
+}
+
 /** The inverse of {@link encodeFrontend}. */
 export function decodeFrontend(s: string): FrontendElements {
   const [verdict, noEndpoint, firewall, buckets] = s.split(SEP);
@@ -41,6 +52,14 @@ export function decodeFrontend(s: string): FrontendElements {
   if (noEndpoint !== "") f.noEndpoint = noEndpoint;
   if (firewall !== "") f.firewall = firewall;
   return f;
+}
+
+/** The class chain a frontend dispatches to in generation `gen`, if it uses one. */
+export function frontendClassChain(f: FrontendSpec, gen: number): string | undefined {
+  const d = f.dispatch;
+  return d !== undefined && "class" in d
+    ? classChainName(d.class, d.proto, d.endpoints.length, gen)
+    : undefined;
 }
 
 /** The elements a frontend wants in generation `gen`. */

@@ -25,6 +25,29 @@ export function serviceRecord(r: ServiceRules): ServiceRecord {
   };
 }
 
+/** True when `a` records exactly what rules `r` claim (no allocation: full syncs call it per port). */
+export function recordMatches(a: ServiceRecord | undefined, r: ServiceRules): boolean {
+  if (a === undefined || a.clusterIP !== r.clusterIP) return false;
+  const same = <T>(x: readonly string[], y: readonly T[], f: (v: T) => string) =>
+    x.length === y.length && y.every((v, i) => x[i] === f(v));
+  return same(a.frontends, r.frontends, (f) => f.key) && same(a.hairpin, r.hairpin, (h) => h) &&
+    same(a.chains, r.chains, (c) => c.chain.name) && same(a.sets, r.sets, (s) => s.name);
+}
+
+/** True when a frontend record already says: claimed by `ids` (sorted), with `spec` written. */
+export function claimMatches(
+  a: FrontendRecord | undefined,
+  ids: readonly string[],
+  nodePort: boolean,
+  spec: string,
+): boolean {
+  if (a === undefined || a.owner !== ids[0] || a.spec !== spec || a.nodePort !== nodePort) {
+    return false;
+  }
+  const others = a.others ?? [];
+  return others.length === ids.length - 1 && others.every((v, i) => v === ids[i + 1]);
+}
+
 /** A chain's content as the written state keeps it. */
 export function chainDigest(c: ChainSpec): string {
   const { chain } = c;

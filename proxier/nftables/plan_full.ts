@@ -22,15 +22,18 @@ import {
   decodeFrontend,
   diffFrontend,
   encodeFrontend,
-  type FrontendElements,
+  frontendClassChain,
   renderFrontend,
+  withBucketsOf,
 } from "./frontend.ts";
 import { N, parseClassChain } from "./names.ts";
 import {
+  claimMatches,
   claimRecord,
   clusterIPElement,
   ensureChain,
   hairpinElement,
+  recordMatches,
   retireChain,
   serviceRecord,
   setDigest,
@@ -144,15 +147,19 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
     if (!setsInKernel.has(name)) d.set("staleSets", name, null);
   }
 
-  // Frontends as the kernel has them; bucket elements from the written state
-  // unless they are in a generation we leave behind.
+  // Frontends as the kernel has them (encoded); bucket elements from the
+  // written state unless they are in a generation we leave behind.
   const listed = listedFrontends(view);
-  const believed = new Map<string, FrontendElements>();
+  const believed = new Map<string, string>();
   for (const key of new Set([...d.keys("frontends"), ...listed.keys()])) {
     const rec = d.get("frontends", key);
-    const k = listed.get(key);
-    const buckets = fresh || cold || rec === undefined ? [] : decodeFrontend(rec.spec).buckets;
-    believed.set(key, { ...(k?.e ?? {}), buckets });
+    const head = listed.get(key)?.e ?? {};
+    believed.set(
+      key,
+      fresh || cold || rec === undefined
+        ? encodeFrontend({ ...head, buckets: [] })
+        : withBucketsOf(head, rec.spec),
+    );
   }
   const nodePortOf = (key: string) =>
     listed.get(key)?.nodePort ?? d.get("frontends", key)?.nodePort ?? false;
@@ -191,6 +198,7 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
   }
   const clusterIPs = new Map<string, number>();
   const hairpin = new Map<string, number>();
+  const classes = new Map<string, number>();
   const listedClusterIPs = listedKeys(view, N.clusterIPs, cold ? [] : d.keys("clusterIPs"));
   const listedHairpin = listedKeys(view, N.hairpin, cold ? [] : d.keys("hairpin"));
   for (const [id, r] of input.services) {
@@ -214,11 +222,16 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
       const old = believed.get(f.key);
       // What is listed carries its comment; what is not is only in buckets, which have none.
       const oldComment = listed.has(f.key) ? listed.get(f.key)!.comment : r.comment;
-      if (old === undefined || encodeFrontend(old) !== spec || oldComment !== r.comment) {
-        diffFrontend(f.key, f.nodePort, gen, old, next, { old: oldComment, next: r.comment }, u);
+      if (old !== spec || oldComment !== r.comment) {
+        const was = old === undefined ? undefined : decodeFrontend(old);
+        diffFrontend(f.key, f.nodePort, gen, was, next, { old: oldComment, next: r.comment }, u);
       }
       believed.delete(f.key);
-      d.set("frontends", f.key, claimRecord(ids, f.nodePort, spec));
+      if (!claimMatches(d.get("frontends", f.key), ids, f.nodePort, spec)) {
+        d.set("frontends", f.key, claimRecord(ids, f.nodePort, spec));
+      }
+      const cls = frontendClassChain(f, gen);
+      if (cls !== undefined) classes.set(cls, (classes.get(cls) ?? 0) + 1);
     }
     if (r.clusterIP) {
       const n = clusterIPs.get(r.clusterIP) ?? 0;
@@ -232,7 +245,7 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
       hairpin.set(ip, n + 1);
       if (n === 0 && !listedHairpin.has(ip)) u.add(hairpinElement(ip));
     }
-    d.set("services", id, serviceRecord(r));
+    if (!recordMatches(d.get("services", id), r)) d.set("services", id, serviceRecord(r));
   }
 
   // What nothing claims any more.
@@ -245,8 +258,8 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
     d.set("services", id, null);
   }
   for (const [key, old] of believed) {
-    diffFrontend(key, nodePortOf(key), gen, old, undefined, { next: "" }, tb.tail);
-    d.set("frontends", key, null);
+    diffFrontend(key, nodePortOf(key), gen, decodeFrontend(old), undefined, { next: "" }, tb.tail);
+    if (d.has("frontends", key)) d.set("frontends", key, null);
   }
   replaceCounts(
     d,
@@ -259,17 +272,9 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
   replaceCounts(d, "hairpin", hairpin, listedHairpin, hairpinElement, tb);
 
   // Class chains by use; unwanted chains and left generations go stale.
-  const classes = new Map<string, number>();
-  for (const key of d.keys("frontends")) {
-    const v = decodeFrontend(d.get("frontends", key)!.spec).verdict;
-    const name = v?.startsWith("goto ") ? v.slice(5) : undefined;
-    if (name !== undefined && parseClassChain(name)?.gen === gen) {
-      classes.set(name, (classes.get(name) ?? 0) + 1);
-    }
-  }
   for (const name of [...d.keys("classes")]) if (!classes.has(name)) d.set("classes", name, null);
   for (const [name, n] of classes) {
-    d.set("classes", name, n);
+    if (d.get("classes", name) !== n) d.set("classes", name, n);
     wanted.add(name);
   }
   for (const name of [...d.keys("chains")]) {
@@ -311,5 +316,5 @@ function replaceCounts(
 ): void {
   for (const ip of present) if (!counts.has(ip)) tb.tail.del(element(ip));
   for (const ip of [...d.keys(field)]) if (!counts.has(ip)) d.set(field, ip, null);
-  for (const [ip, n] of counts) d.set(field, ip, n);
+  for (const [ip, n] of counts) if (d.get(field, ip) !== n) d.set(field, ip, n);
 }
