@@ -16,7 +16,7 @@
  *
  * @module
  */
-import type { Element } from "../../ffi/nftables/types.ts";
+import type { Element, Transaction } from "../../ffi/nftables/types.ts";
 import type { BuildContext } from "./context.ts";
 import {
   decodeFrontend,
@@ -196,103 +196,126 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
       else c.push(id);
     }
   }
-  const clusterIPs = new Map<string, number>();
-  const hairpin = new Map<string, number>();
+  // Class chains the winners use: known before the first transaction, which creates them.
   const classes = new Map<string, number>();
-  const listedClusterIPs = listedKeys(view, N.clusterIPs, cold ? [] : d.keys("clusterIPs"));
-  const listedHairpin = listedKeys(view, N.hairpin, cold ? [] : d.keys("hairpin"));
   for (const [id, r] of input.services) {
-    const u = tb.unit();
-    for (const c of r.chains) {
-      ensureChain(d, c, u);
-      wanted.add(c.chain.name);
-    }
-    for (const s of r.sets) {
-      const digest = setDigest(s);
-      if (d.get("sets", s.name) !== digest) u.set(s);
-      d.set("sets", s.name, digest);
-      if (d.has("staleSets", s.name)) d.set("staleSets", s.name, null);
-    }
     for (const f of r.frontends) {
       const ids = claims.get(f.key)!;
       if (ids.length > 1) ids.sort();
       if (ids[0] !== id) continue;
-      const next = renderFrontend(f, gen);
-      const spec = encodeFrontend(next);
-      const old = believed.get(f.key);
-      // What is listed carries its comment; what is not is only in buckets, which have none.
-      const oldComment = listed.has(f.key) ? listed.get(f.key)!.comment : r.comment;
-      if (old !== spec || oldComment !== r.comment) {
-        const was = old === undefined ? undefined : decodeFrontend(old);
-        diffFrontend(f.key, f.nodePort, gen, was, next, { old: oldComment, next: r.comment }, u);
-      }
-      believed.delete(f.key);
-      if (!claimMatches(d.get("frontends", f.key), ids, f.nodePort, spec)) {
-        d.set("frontends", f.key, claimRecord(ids, f.nodePort, spec));
-      }
       const cls = frontendClassChain(f, gen);
       if (cls !== undefined) classes.set(cls, (classes.get(cls) ?? 0) + 1);
     }
-    if (r.clusterIP) {
-      const n = clusterIPs.get(r.clusterIP) ?? 0;
-      clusterIPs.set(r.clusterIP, n + 1);
-      if (n === 0 && !listedClusterIPs.has(r.clusterIP)) {
-        u.add(clusterIPElement(r.clusterIP, r.clusterIPComment));
-      }
-    }
-    for (const ip of r.hairpin) {
-      const n = hairpin.get(ip) ?? 0;
-      hairpin.set(ip, n + 1);
-      if (n === 0 && !listedHairpin.has(ip)) u.add(hairpinElement(ip));
-    }
-    if (!recordMatches(d.get("services", id), r)) d.set("services", id, serviceRecord(r));
   }
-
-  // What nothing claims any more.
-  for (const id of [...d.keys("services")]) {
-    if (input.services.has(id)) continue;
-    for (const name of d.get("services", id)!.sets) {
-      d.set("sets", name, null);
-      d.set("staleSets", name, now);
-    }
-    d.set("services", id, null);
-  }
-  for (const [key, old] of believed) {
-    diffFrontend(key, nodePortOf(key), gen, decodeFrontend(old), undefined, { next: "" }, tb.tail);
-    if (d.has("frontends", key)) d.set("frontends", key, null);
-  }
-  replaceCounts(
-    d,
-    "clusterIPs",
-    clusterIPs,
-    listedClusterIPs,
-    (ip) => clusterIPElement(ip, ""),
-    tb,
-  );
-  replaceCounts(d, "hairpin", hairpin, listedHairpin, hairpinElement, tb);
-
-  // Class chains by use; unwanted chains and left generations go stale.
   for (const name of [...d.keys("classes")]) if (!classes.has(name)) d.set("classes", name, null);
   for (const [name, n] of classes) {
     if (d.get("classes", name) !== n) d.set("classes", name, n);
     wanted.add(name);
   }
-  for (const name of [...d.keys("chains")]) {
-    if (!wanted.has(name)) retireChain(d, name, now, tb.tail);
-  }
   settleClasses(d, ctx, gen, now, tb);
-  // Sets nothing wants (older generations, affinity sets of ports gone while
-  // we were down) go once the chains using them are gone.
-  const wantedSets = new Set(skeleton.sets.map((s) => s.name));
-  for (const r of input.services.values()) for (const s of r.sets) wantedSets.add(s.name);
-  for (const name of [...d.keys("sets")]) {
-    if (wantedSets.has(name)) continue;
-    d.set("sets", name, null);
-    if (!d.has("staleSets", name)) d.set("staleSets", name, now);
+  const maxOps = cold || fresh ? input.maxOps ?? 0 : 0;
+  return { delta: d.delta, txs: transactions() };
+
+  // The rest runs as the transactions are taken, so only one is built at a time.
+  function* transactions(): Generator<Transaction> {
+    const clusterIPs = new Map<string, number>();
+    const hairpin = new Map<string, number>();
+    const listedClusterIPs = listedKeys(view, N.clusterIPs, cold ? [] : d.keys("clusterIPs"));
+    const listedHairpin = listedKeys(view, N.hairpin, cold ? [] : d.keys("hairpin"));
+    for (const [id, r] of input.services) {
+      const u = tb.unit();
+      for (const c of r.chains) {
+        ensureChain(d, c, u);
+        wanted.add(c.chain.name);
+      }
+      for (const s of r.sets) {
+        const digest = setDigest(s);
+        if (d.get("sets", s.name) !== digest) u.set(s);
+        d.set("sets", s.name, digest);
+        if (d.has("staleSets", s.name)) d.set("staleSets", s.name, null);
+      }
+      for (const f of r.frontends) {
+        const ids = claims.get(f.key)!;
+        if (ids.length > 1) ids.sort();
+        if (ids[0] !== id) continue;
+        const next = renderFrontend(f, gen);
+        const spec = encodeFrontend(next);
+        const old = believed.get(f.key);
+        // What is listed carries its comment; what is not is only in buckets, which have none.
+        const oldComment = listed.has(f.key) ? listed.get(f.key)!.comment : r.comment;
+        if (old !== spec || oldComment !== r.comment) {
+          const was = old === undefined ? undefined : decodeFrontend(old);
+          diffFrontend(f.key, f.nodePort, gen, was, next, { old: oldComment, next: r.comment }, u);
+        }
+        believed.delete(f.key);
+        if (!claimMatches(d.get("frontends", f.key), ids, f.nodePort, spec)) {
+          d.set("frontends", f.key, claimRecord(ids, f.nodePort, spec));
+        }
+      }
+      if (r.clusterIP) {
+        const n = clusterIPs.get(r.clusterIP) ?? 0;
+        clusterIPs.set(r.clusterIP, n + 1);
+        if (n === 0 && !listedClusterIPs.has(r.clusterIP)) {
+          u.add(clusterIPElement(r.clusterIP, r.clusterIPComment));
+        }
+      }
+      for (const ip of r.hairpin) {
+        const n = hairpin.get(ip) ?? 0;
+        hairpin.set(ip, n + 1);
+        if (n === 0 && !listedHairpin.has(ip)) u.add(hairpinElement(ip));
+      }
+      if (!recordMatches(d.get("services", id), r)) d.set("services", id, serviceRecord(r));
+      const tx = tb.take(maxOps);
+      if (tx !== undefined) yield tx;
+    }
+
+    // What nothing claims any more.
+    for (const id of [...d.keys("services")]) {
+      if (input.services.has(id)) continue;
+      for (const name of d.get("services", id)!.sets) {
+        d.set("sets", name, null);
+        d.set("staleSets", name, now);
+      }
+      d.set("services", id, null);
+    }
+    for (const [key, old] of believed) {
+      diffFrontend(
+        key,
+        nodePortOf(key),
+        gen,
+        decodeFrontend(old),
+        undefined,
+        { next: "" },
+        tb.tail,
+      );
+      if (d.has("frontends", key)) d.set("frontends", key, null);
+    }
+    replaceCounts(
+      d,
+      "clusterIPs",
+      clusterIPs,
+      listedClusterIPs,
+      (ip) => clusterIPElement(ip, ""),
+      tb,
+    );
+    replaceCounts(d, "hairpin", hairpin, listedHairpin, hairpinElement, tb);
+
+    // Unwanted chains and left generations go stale.
+    for (const name of [...d.keys("chains")]) {
+      if (!wanted.has(name)) retireChain(d, name, now, tb.tail);
+    }
+    // Sets nothing wants (older generations, affinity sets of ports gone while
+    // we were down) go once the chains using them are gone.
+    const wantedSets = new Set(skeleton.sets.map((s) => s.name));
+    for (const r of input.services.values()) for (const s of r.sets) wantedSets.add(s.name);
+    for (const name of [...d.keys("sets")]) {
+      if (wantedSets.has(name)) continue;
+      d.set("sets", name, null);
+      if (!d.has("staleSets", name)) d.set("staleSets", name, now);
+    }
+    d.setMeta({ gen, contextKey: input.contextKey });
+    yield* tb.finish();
   }
-  d.setMeta({ gen, contextKey: input.contextKey });
-  const txs = tb.build(cold || fresh ? input.maxOps ?? 0 : 0);
-  return { txs, delta: d.delta, ops: txs.reduce((n, t) => n + t.size, 0) };
 }
 
 /** The keys of a listed set, or (when it was not listed) those the draft believes in. */

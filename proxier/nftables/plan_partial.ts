@@ -31,12 +31,14 @@ import { classChain } from "./skeleton.ts";
 import { TxBuilder } from "./tx_builder.ts";
 import { type Delta, Draft, type WrittenState } from "./written_state.ts";
 
-/** A planned sync: transactions to run in order, then the delta to commit. */
+/**
+ * A planned sync: transactions to run in order, then the delta to commit.
+ * A full sync's transactions are built as they are taken (only one is held
+ * at a time), and its delta is complete once they all were.
+ */
 export interface Plan {
-  txs: Transaction[];
+  txs: Iterable<Transaction>;
   delta: Delta;
-  /** Total operations. */
-  ops: number;
 }
 
 /** Inputs of {@link planPartial}. */
@@ -167,8 +169,7 @@ export function planPartial(written: WrittenState, input: PartialInput): Plan {
     if (!was && is) tb.tail.add(hairpinElement(ip));
   }
   settleClasses(d, ctx, gen, now, tb);
-  const txs = tb.build();
-  return { txs, delta: d.delta, ops: txs.reduce((n, t) => n + t.size, 0) };
+  return { txs: tb.finish(), delta: d.delta };
 }
 
 /**

@@ -232,12 +232,8 @@ export class Proxier {
       if (full && this.preempted > 0 && !this.written.empty && changed) {
         // A full sync stepped aside for these changes: commit just them now,
         // and ask for the (no longer preemptible) full sync right after.
-        const pre = this.partialPlan(input, ctx);
-        await this.runPlan(pre);
-        return {
-          ...this.finish(input, false, t0, ops + pre.ops, txs + pre.txs.length),
-          followUpMs: 0,
-        };
+        const pre = await this.runPlan(this.partialPlan(input, ctx));
+        return { ...this.finish(input, false, t0, ops + pre.ops, txs + pre.txs), followUpMs: 0 };
       }
       let plan: Plan;
       if (full) {
@@ -259,14 +255,14 @@ export class Proxier {
       } else {
         plan = this.partialPlan(input, ctx);
       }
-      await this.runPlan(plan);
+      const ran = await this.runPlan(plan);
       if (full) {
         this.needFull = false;
         this.regenerate = false;
         this.lastFull = this.now();
         this.preempted = 0;
       }
-      return this.finish(input, full, t0, ops + plan.ops, txs + plan.txs.length, deleted.chains);
+      return this.finish(input, full, t0, ops + ran.ops, txs + ran.txs, deleted.chains);
     } catch (err) {
       this.requestFullSync("sync failed");
       throw err;
@@ -333,23 +329,33 @@ export class Proxier {
   }
 
   /**
-   * Runs a plan's transactions in order, then commits its delta: the one
+   * Runs a plan's transactions in order, building the next one while the
+   * kernel applies the current one, then commits the plan's delta: the one
    * place the written state changes. A failure leaves the state as it was
    * and asks for a full sync into a fresh generation, since some of the
    * plan's transactions may have been applied.
    */
-  private async runPlan(plan: Plan): Promise<void> {
-    for (const tx of plan.txs) {
-      try {
-        await this.client.run(tx);
-      } catch (err) {
-        this.requestFullSync("transaction failed");
-        this.regenerate = true;
-        throw err;
+  private async runPlan(plan: Plan): Promise<{ ops: number; txs: number }> {
+    let ops = 0, txs = 0;
+    const it = plan.txs[Symbol.iterator]();
+    try {
+      for (let next = it.next(); !next.done;) {
+        const tx = next.value;
+        const applied = this.client.run(tx);
+        applied.catch(() => {}); // awaited below, after the next one is built
+        next = it.next();
+        await applied;
+        ops += tx.size;
+        txs++;
       }
+    } catch (err) {
+      this.requestFullSync("transaction failed");
+      this.regenerate = true;
+      throw err;
     }
     this.written.commit(plan.delta);
-    if (plan.ops >= TRIM_AFTER_OPS) this.trim?.();
+    if (ops >= TRIM_AFTER_OPS) this.trim?.();
+    return { ops, txs };
   }
 
   /** Result of a full sync that stepped aside (stale report kept for the next one). */

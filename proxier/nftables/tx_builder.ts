@@ -7,8 +7,8 @@
  * transaction, see stale.ts).
  *
  * A cold start or a regeneration may be cut into several transactions
- * ({@link TxBuilder.build} with a limit): each carries whole service units,
- * and a service's elements travel with it, so no service is ever reachable
+ * ({@link TxBuilder.take}): each carries whole service units, and a
+ * service's elements travel with it, so no service is ever reachable
  * half-programmed.
  *
  * @module
@@ -76,14 +76,21 @@ export class Unit implements ElementSink {
   }
 }
 
-/** Collects a plan's units and cuts them into transactions. */
+/**
+ * Collects a plan's units and cuts them into transactions: all at once
+ * ({@link TxBuilder.finish}), or as they fill up ({@link TxBuilder.take}), so
+ * a long plan never holds more than one transaction's operations.
+ */
 export class TxBuilder {
-  /** Shared head: sets, maps and class chains everything else may use. */
+  /** Shared head: sets, maps and class chains everything else may use (first transaction). */
   readonly head = new Unit();
   /** Shared tail: flushes of chains that went away, and element changes owned by no unit. */
   readonly tail = new Unit();
-  readonly #units: Unit[] = [];
+  #pending: Unit[] = [];
+  #pendingSize = 0;
+  #counted = 0;
   #withTable = false;
+  #emitted = 0;
 
   /** Starts the first transaction with `add table` (full syncs). */
   withTable(): void {
@@ -93,41 +100,48 @@ export class TxBuilder {
   /** A new unit (one service port's operations). */
   unit(): Unit {
     const u = new Unit();
-    this.#units.push(u);
+    this.#pending.push(u);
     return u;
   }
 
   /**
-   * The transactions: one, or with `maxOps` > 0 as many as needed so that
-   * each holds about `maxOps` operations of whole units.
+   * A transaction of the units so far once they hold at least `maxOps`
+   * operations (with the head, for the first one), else undefined.
    */
-  build(maxOps = 0): Transaction[] {
-    const groups: Unit[][] = [[]];
-    let size = this.head.size;
-    for (const u of this.#units) {
-      if (u.size === 0) continue;
-      if (maxOps > 0 && size > 0 && size + u.size > maxOps) {
-        groups.push([]);
-        size = 0;
-      }
-      groups[groups.length - 1].push(u);
-      size += u.size;
+  take(maxOps: number): Transaction | undefined {
+    for (; this.#counted < this.#pending.length; this.#counted++) {
+      this.#pendingSize += this.#pending[this.#counted].size;
     }
-    const txs = groups.map((units, i) => {
-      const all = i === 0 ? [this.head, ...units] : units;
-      if (i === groups.length - 1) all.push(this.tail);
-      const tx = new Transaction();
-      if (i === 0 && this.#withTable) tx.add({ kind: "table", comment: TABLE_COMMENT });
-      for (const u of all) for (const op of u.decls) tx.ops.push(op);
-      for (const u of all) for (const op of u.rules) tx.ops.push(op);
-      pushByTarget(tx, all.map((u) => u.dels));
-      pushByTarget(tx, all.map((u) => u.adds));
-      return tx;
-    });
-    const nonEmpty = txs.filter((t) => t.size > 0);
+    const size = this.#pendingSize + (this.#emitted === 0 ? this.head.size : 0);
+    if (maxOps <= 0 || size < maxOps) return undefined;
+    return this.#cut(false);
+  }
+
+  /** The last transaction: what is pending, with the tail (none when nothing changes). */
+  finish(): Transaction[] {
+    const first = this.#emitted === 0;
+    const tx = this.#cut(true);
     // A full sync that changes nothing must not even re-add the table.
-    if (nonEmpty.length === 1 && nonEmpty[0].size === 1 && this.#withTable) return [];
-    return nonEmpty;
+    if (tx.size === 0 || (first && this.#withTable && tx.size === 1)) return [];
+    return [tx];
+  }
+
+  #cut(last: boolean): Transaction {
+    const all = this.#emitted === 0 ? [this.head, ...this.#pending] : [...this.#pending];
+    if (last) all.push(this.tail);
+    const tx = new Transaction();
+    if (this.#emitted === 0 && this.#withTable) {
+      tx.add({ kind: "table", comment: TABLE_COMMENT });
+    }
+    for (const u of all) for (const op of u.decls) tx.ops.push(op);
+    for (const u of all) for (const op of u.rules) tx.ops.push(op);
+    pushByTarget(tx, all.map((u) => u.dels));
+    pushByTarget(tx, all.map((u) => u.adds));
+    this.#pending = [];
+    this.#pendingSize = 0;
+    this.#counted = 0;
+    this.#emitted++;
+    return tx;
   }
 }
 
