@@ -199,6 +199,8 @@ Deno.test("a failed transaction is counted and the next sync is full", async () 
     list: () => nft.list(),
     listChains: () => nft.listChains(),
     listSets: () => nft.listSets(),
+    listChain: (n) => nft.listChain(n),
+    getElement: (k, n, key) => nft.getElement(k, n, key),
     listElements: (k, n) => nft.listElements(k, n),
     close: () => {},
   };

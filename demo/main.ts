@@ -128,6 +128,12 @@ async function dryRun(): Promise<number> {
     console.log("\n# The agent logged (and skipped) these objects:");
     for (const e of errors) console.log(`#   ${e.text.replace(/^\S+ \S+ +\d+ [^\]]*\] /, "")}`);
   }
+  await debugExamples([
+    "--dry-run",
+    `--objects=${CLUSTER_FILE}`,
+    `--hostname-override=${NODE_NAME}`,
+    "--cluster-cidr=198.18.1.0/24,2001:db8:1::/64",
+  ]);
   return 0;
 }
 
@@ -385,6 +391,7 @@ async function realInside(names: TopologyNames): Promise<number> {
 
     console.log("\nProgrammed service-ips maps (read back through libnftables):");
     for (const line of await serviceIPs()) console.log(`  ${line}`);
+    await debugExamples([]);
 
     const failed = checks.filter((c) => !c.ok).length;
     console.log(
@@ -402,6 +409,22 @@ async function realInside(names: TopologyNames): Promise<number> {
     console.log(`Agent stopped (exit ${st.code}); its rules go away with the namespaces.`);
     await api.close();
     await Deno.remove(kubeconfig).catch(() => {});
+  }
+}
+
+/**
+ * `kube-nft-proxy trace` and `explain`, run as the agent runs (the start task's permissions):
+ * on the live ruleset, or with `extra` = --dry-run flags on the demo cluster file.
+ */
+async function debugExamples(extra: string[]): Promise<void> {
+  const examples = [
+    ["trace", "--from", CLIENT4, "--to", "198.19.0.10:80/tcp"],
+    ["explain", "default/local"],
+  ];
+  for (const args of examples) {
+    console.log(`\n$ kube-nft-proxy ${args.join(" ")}${extra.length ? " --dry-run ..." : ""}`);
+    const r = await AgentProcess.run([...args, ...extra]);
+    console.log(r.output.trimEnd());
   }
 }
 

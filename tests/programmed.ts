@@ -8,10 +8,12 @@
 import { FakeNftables } from "../ffi/nftables/fake.ts";
 import { renderScript } from "../ffi/nftables/script.ts";
 import type {
+  Chain,
   Element,
   Family,
   Map as NftMap,
   NftablesClient,
+  Rule,
   Set as NftSet,
   TableState,
   Transaction,
@@ -89,6 +91,12 @@ export class RecordingClient implements NftablesClient {
   }
   listSets(): Promise<(NftSet | NftMap)[]> {
     return this.fake.listSets();
+  }
+  listChain(name: string): Promise<{ chain: Chain; rules: Rule[] } | null> {
+    return this.fake.listChain(name);
+  }
+  getElement(kind: "set" | "map", name: string, key: string[]): Promise<Element | null> {
+    return this.fake.getElement(kind, name, key);
   }
   close(): void {
     this.fake.close();

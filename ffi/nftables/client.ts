@@ -34,12 +34,14 @@
  */
 import { renderElement, renderOperation, renderScript } from "./script.ts";
 import {
+  type Chain,
   type Element,
   type Family,
   type Map as NftMap,
   type NftablesClient,
   NftablesError,
   type Operation,
+  type Rule,
   type Set as NftSet,
   type TableState,
   Transaction,
@@ -443,6 +445,23 @@ class LibNftablesClient implements NftablesClient {
       );
     }
     return entry.elements;
+  }
+
+  async listChain(name: string): Promise<{ chain: Chain; rules: Rule[] } | null> {
+    if (!IDENTIFIER.test(name)) throw new TypeError(`invalid chain name "${name}"`);
+    const text = await this.listing(`list chain ${this.family} ${this.table} ${name}`);
+    if (text === null) return null;
+    return parseTableListing(text, this.family, this.table)?.chains.get(name) ?? null;
+  }
+
+  async getElement(kind: "set" | "map", name: string, key: string[]): Promise<Element | null> {
+    if (!IDENTIFIER.test(name)) throw new TypeError(`invalid ${kind} name "${name}"`);
+    const text = await this.listing(
+      `get element ${this.family} ${this.table} ${name} { ${key.join(" . ")} }`,
+    );
+    const st = text === null ? null : parseTableListing(text, this.family, this.table);
+    const entry = kind === "set" ? st?.sets.get(name) : st?.maps.get(name);
+    return entry?.elements[0] ?? null;
   }
 
   async listSets(): Promise<(NftSet | NftMap)[]> {

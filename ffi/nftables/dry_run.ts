@@ -7,10 +7,12 @@
  */
 import { renderScript } from "./script.ts";
 import type {
+  Chain,
   Element,
   Family,
   Map as NftMap,
   NftablesClient,
+  Rule,
   Set as NftSet,
   TableState,
   Transaction,
@@ -52,6 +54,14 @@ export class DryRunNftables implements NftablesClient {
 
   listSets(): Promise<(NftSet | NftMap)[]> {
     return Promise.resolve([]);
+  }
+
+  listChain(_name: string): Promise<{ chain: Chain; rules: Rule[] } | null> {
+    return Promise.resolve(null);
+  }
+
+  getElement(_kind: "set" | "map", _name: string, _key: string[]): Promise<Element | null> {
+    return Promise.resolve(null);
   }
 
   close(): void {}

@@ -683,6 +683,26 @@ export class FakeNftables implements NftablesClient {
     return Promise.resolve([...s.elements.values()].map((e) => toElement(s, e)));
   }
 
+  /** One chain with its rules, or null when it (or the table) does not exist. */
+  listChain(name: string): Promise<{ chain: Chain; rules: Rule[] } | null> {
+    return Promise.resolve(this.state()?.chains.get(name) ?? null);
+  }
+
+  /** The element with this key, or null. */
+  getElement(kind: "set" | "map", name: string, key: string[]): Promise<Element | null> {
+    this.ensureOpen();
+    const s = this.data?.sets.get(name);
+    if (s === undefined || s.def.kind !== kind) return Promise.resolve(null);
+    let k: string;
+    try {
+      k = parseParts(key, s.keyTypes, s.interval, "key", name).map((p) => p.text).join(" . ");
+    } catch {
+      return Promise.resolve(null);
+    }
+    const e = s.elements.get(k);
+    return Promise.resolve(e === undefined ? null : toElement(s, e));
+  }
+
   /** Set and map declarations as the kernel lists them, or [] when the table does not exist. */
   listSets(): Promise<(NftSet | NftMap)[]> {
     this.ensureOpen();

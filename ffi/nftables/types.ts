@@ -175,6 +175,13 @@ export interface NftablesClient {
   listElements(kind: "set" | "map", name: string): Promise<Element[]>;
   /** Declarations of the table's sets and maps, without elements (cheap), or [] without the table. */
   listSets(): Promise<(Set | Map)[]>;
+  /** One chain with its rules, or null when it does not exist. */
+  listChain(name: string): Promise<{ chain: Chain; rules: Rule[] } | null>;
+  /**
+   * The element of a set or map with this key (one lookup, however big the
+   * set), or null when there is none.
+   */
+  getElement(kind: "set" | "map", name: string, key: string[]): Promise<Element | null>;
   /** Releases native resources. */
   close(): void;
 }

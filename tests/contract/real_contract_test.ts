@@ -19,12 +19,14 @@ import type {
   ServicePortInfo,
 } from "../../proxier/model.ts";
 import { Proxier } from "../../proxier/nftables/proxier.ts";
-import { NftablesError } from "../../ffi/nftables/types.ts";
 import {
+  type Chain,
   type Element,
   type Family,
   type Map as NftMap,
   type NftablesClient,
+  NftablesError,
+  type Rule,
   type Set as NftSet,
   type TableState,
   Transaction,
@@ -246,6 +248,12 @@ class TeeClient implements NftablesClient {
     const text = (l: Element[]) => l.map((e) => [...e.key, ...(e.value ?? [])].join(" ")).sort();
     assert.deepEqual(text(es), text(await this.fake.listElements(kind, name)));
     return es;
+  }
+  listChain(name: string): Promise<{ chain: Chain; rules: Rule[] } | null> {
+    return this.real.listChain(name);
+  }
+  getElement(kind: "set" | "map", name: string, key: string[]): Promise<Element | null> {
+    return this.real.getElement(kind, name, key);
   }
   async listSets(): Promise<(NftSet | NftMap)[]> {
     const ss = await this.real.listSets();

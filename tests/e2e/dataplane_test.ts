@@ -25,7 +25,8 @@ import { endpoint, servicePort } from "../../proxier/model_testing.ts";
 import { parseTableListing } from "../../ffi/nftables/list_parser.ts";
 import { GOLDEN } from "../golden_clusters.ts";
 import { programFake } from "../programmed.ts";
-import { type Packet, trace } from "../tracer.ts";
+import { type Packet, trace } from "../../proxier/nftables/trace/tracer.ts";
+import { tableReader } from "../../proxier/nftables/trace/reader.ts";
 
 const FIX = `${repoRoot}/tests/e2e/fixtures`;
 const NODE4 = "198.18.0.1", CLIENT4 = "198.18.0.2", NODE6 = "2001:db8::1";
@@ -189,6 +190,29 @@ async function program(node: Netns): Promise<void> {
   }
 }
 
+/** What `kube-nft-proxy trace` predicts for a packet, run against the node's live ruleset. */
+async function traced(
+  node: Netns,
+  from: string,
+  to: string,
+  iif?: string,
+): Promise<{ verdict: string; endpoints: Set<string>; masquerade: boolean; reason: string }> {
+  const args = ["trace", "--from", from, "--to", to, "-o", "json", ...(iif ? ["--iif", iif] : [])];
+  const r = await node.exec([denoBin, "run", "-A", `${repoRoot}/main.ts`, ...args]);
+  const res = JSON.parse(r.stdout);
+  const label = (dnat: string) => {
+    const ip = dnat.replace(/^\[?([^\]]+?)\]?:\d+$/, "$1");
+    const i = [...POD4, ...POD6].indexOf(ip);
+    return i < 0 ? ip : `pod${(i % 3) + 1}`;
+  };
+  return {
+    verdict: res.verdict,
+    endpoints: new Set(res.candidates.map((c: { dnat: string }) => label(c.dnat))),
+    masquerade: res.masquerade,
+    reason: res.reason,
+  };
+}
+
 e2eTest("dataplane: real traffic through built rules", async (t) => {
   await withNetns(5, async (node, client, pod1, pod2, pod3) => {
     await setUp(node, client, [pod1, pod2, pod3]);
@@ -213,16 +237,22 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
         assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
         // Pod-to-service traffic is not masqueraded.
         for (const [, peer] of rs) assert.equal(peer, POD4[2]);
+        const tr = await traced(node, POD4[2], "198.19.0.10:80/tcp", "vp3");
+        assert.deepEqual(tr.endpoints, new Set(["pod1", "pod2"]), "trace agrees");
+        assert.equal(tr.masquerade, false);
       });
 
       await t.step("ClusterIP from an off-cluster client is masqueraded", async () => {
         const rs = replies(await probe(client, "tcp", "198.19.0.10", 80, 4));
         for (const [, peer] of rs) assert.equal(peer, NODE4);
+        assert.equal((await traced(node, CLIENT4, "198.19.0.10:80/tcp")).masquerade, true);
       });
 
       await t.step("ClusterIP UDP balances across endpoints", async () => {
         const rs = replies(await probe(pod3, "udp", "198.19.0.11", 53, 24));
         assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
+        const tr = await traced(node, POD4[2], "198.19.0.11:53/udp", "vp3");
+        assert.deepEqual(tr.endpoints, new Set(["pod1", "pod2"]));
       });
 
       await t.step("NodePort from off-node client is masqueraded", async () => {
@@ -231,6 +261,8 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
           assert.equal(label, "pod1");
           assert.equal(peer, NODE4);
         }
+        const tr = await traced(node, CLIENT4, `${NODE4}:30080/tcp`);
+        assert.deepEqual([tr.endpoints, tr.masquerade], [new Set(["pod1"]), true]);
       });
 
       await t.step("eTP=Local NodePort preserves the client IP and stays local", async () => {
@@ -239,6 +271,8 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
           assert.equal(label, "pod1");
           assert.equal(peer, CLIENT4);
         }
+        const tr = await traced(node, CLIENT4, `${NODE4}:30081/tcp`);
+        assert.deepEqual([tr.endpoints, tr.masquerade], [new Set(["pod1"]), false]);
       });
 
       await t.step("no endpoints: connection refused at once, not a timeout", async () => {
@@ -250,11 +284,18 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
           assert.equal(r.error, "ConnectionRefused", JSON.stringify(r));
           assert.ok(r.ms < 1000, `refused after ${r.ms} ms`);
         }
+        const tr = await traced(node, POD4[2], "198.19.0.12:80/tcp", "vp3");
+        assert.deepEqual([tr.verdict, tr.reason], ["REJECT", "the Service has no endpoints"]);
       });
 
       await t.step("undefined ClusterIP port is refused", async () => {
         const [r] = await probe(pod3, "tcp", "198.19.0.10", 81, 1, 5000);
         assert.ok("error" in r && r.error === "ConnectionRefused", JSON.stringify(r));
+        const tr = await traced(node, POD4[2], "198.19.0.10:81/tcp", "vp3");
+        assert.deepEqual([tr.verdict, tr.reason], [
+          "REJECT",
+          "the ClusterIP has no such port and protocol",
+        ]);
       });
 
       await t.step("ClientIP affinity sticks to one endpoint", async () => {
@@ -267,6 +308,8 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
       await t.step("IPv6 ClusterIP balances across endpoints", async () => {
         const rs = replies(await probe(pod3, "tcp", "2001:db8:ffff::10", 80, 24));
         assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
+        const tr = await traced(node, POD6[2], "[2001:db8:ffff::10]:80/tcp", "vp3");
+        assert.deepEqual(tr.endpoints, new Set(["pod1", "pod2"]));
         for (const [, peer] of rs) assert.equal(peer, POD6[2]);
       });
     } finally {
@@ -321,7 +364,8 @@ e2eTest("dataplane: the kernel holds what the fake holds, traced packet by packe
       assert.deepEqual([...kernel.chains.keys()].sort(), [...fake.chains.keys()].sort(), name);
       const env = { nodeIPs: c.state.node.ips };
       for (const pkt of probePackets(c.state)) {
-        const a = trace(kernel, pkt, env), b = trace(fake, pkt, env);
+        const a = await trace(tableReader(kernel), pkt, env);
+        const b = await trace(tableReader(fake), pkt, env);
         assert.deepEqual(
           { verdict: a.verdict, dnat: a.dnat, masquerade: a.masquerade },
           { verdict: b.verdict, dnat: b.dnat, masquerade: b.masquerade },

@@ -19,6 +19,16 @@ e2eTest("demo: real traffic through the real agent, every check passes", async (
   assert.ok(!/^FAIL/m.test(r.stdout), out);
   assert.match(r.stdout, /198\.19\.0\.10 \. tcp \. 80 : goto dnat-tcp-\d+/);
   assert.match(r.stdout, /2001:db8:ffff::10 \. tcp \. 80 : goto dnat-tcp-\d+/);
+  // trace and explain on the live node, as the agent's permissions allow.
+  assert.match(
+    r.stdout,
+    /\$ kube-nft-proxy trace --from 198\.18\.3\.2 --to 198\.19\.0\.10:80\/tcp\n/,
+  );
+  assert.match(r.stdout, /198\.18\.1\.2:8080\s+50%\s+masqueraded/);
+  assert.match(
+    r.stdout,
+    /NodePort tcp \. 30081[^]*from outside\s+ACCEPT\s+198\.18\.1\.2:8080 100%\n/,
+  );
   // Every namespace it made is gone.
   const demoNs = (s: string) => s.split("\n").filter((l) => /-demo[ncp]\d/.test(l)).length;
   assert.equal(demoNs((await run(["ip", "netns", "list"])).stdout), demoNs(before));
@@ -34,6 +44,9 @@ Deno.test("demo --dry-run: prints the transactions for both families and exits 0
   // The malformed Service is reported, not programmed.
   assert.match(r.stdout, /default\/broken/);
   assert.doesNotMatch(r.stdout, /^add element .*198\.19\.0\.300/m);
+  // trace and explain work without a kernel too.
+  assert.match(r.stdout, /verdict: ACCEPT: DNAT/);
+  assert.match(r.stdout, /Service default\/local \(ip table\)/);
 });
 
 Deno.test("demo: unknown arguments are rejected with usage", async () => {

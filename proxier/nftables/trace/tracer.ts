@@ -1,24 +1,21 @@
 /**
- * A packet tracer for kube-proxy tables: follows the first packet of a new
- * connection through a {@link TableState} (hooks in kernel order) and says
- * what happens to it. It interprets exactly the rule vocabulary the builder
- * emits and throws on anything else, so a rule it does not understand can
- * never be silently ignored.
+ * The packet tracer: follows the first packet of a new connection through
+ * the kube-proxy table the way the kernel would (hooks in kernel order, base
+ * chains by priority, jumps, gotos, verdict maps, `numgen` and map-based
+ * DNAT) and says what happens to it, with every step on the way.
  *
- * `numgen random` rules fork the trace: every endpoint a packet could be
- * sent to is reported.
+ * `numgen random` forks the trace: each possible path is a branch with its
+ * probability, so a DNAT reports every candidate endpoint and its share.
+ * The tracer interprets exactly the rule vocabulary kube-nft-proxy writes,
+ * in the forms nft lists it back, and throws on anything else, so a rule it
+ * does not understand is never silently skipped. Only our own table is
+ * traced: other tables on the node may act on the packet too.
  *
  * @module
  */
-import type {
-  Element,
-  Hook,
-  Map as NftMap,
-  Rule,
-  Set as NftSet,
-  TableState,
-} from "../ffi/nftables/types.ts";
-import { canonicalIP, cidrContains, parseCIDR, parseIP } from "../proxier/ip.ts";
+import type { Chain, Element, Hook, Rule } from "../../../ffi/nftables/types.ts";
+import { canonicalIP, cidrContains, parseCIDR, parseIP } from "../../ip.ts";
+import type { RulesetReader } from "./reader.ts";
 
 /** The first packet of a connection. */
 export interface Packet {
@@ -38,23 +35,45 @@ export interface TraceEnv {
   nodeIPs: string[];
 }
 
+/** One thing that happened to the packet. */
+export interface Step {
+  hook: string;
+  chain: string;
+  /** The rule that matched (nft syntax). */
+  rule?: string;
+  /** The set or map element it hit: `name: key : value`. */
+  element?: string;
+}
+
+/** Final verdicts. */
+export type Verdict = "ACCEPT" | "DROP" | "REJECT";
+
 /** One possible path of the packet. */
 export interface Branch {
-  verdict: "ACCEPT" | "DROP" | "REJECT";
+  verdict: Verdict;
   /** `ip:port` (IPv6 `[ip]:port`) when DNATed. */
   dnat?: string;
   masquerade: boolean;
   /** Hook that decided a DROP/REJECT, or the last hook traversed. */
   hook: string;
+  /** Share of new connections taking this path. */
+  probability: number;
+  /** Why the packet ends this way, in words. */
+  reason: string;
+  steps: Step[];
 }
 
 /** What happens to the packet, merged over all possible paths. */
 export interface TraceResult {
-  verdict: "ACCEPT" | "DROP" | "REJECT";
+  verdict: Verdict;
   /** Every possible DNAT target, sorted. */
   dnat: string[];
+  /** Each DNAT target with the share of connections it gets and whether they are masqueraded. */
+  candidates: { dnat: string; probability: number; masquerade: boolean }[];
   /** True when some path masquerades. */
   masquerade: boolean;
+  /** The reason of the most likely path. */
+  reason: string;
   branches: Branch[];
 }
 
@@ -67,6 +86,10 @@ interface Pkt {
   iif: string;
   dnat?: string;
   masq: boolean;
+  p: number;
+  steps: Step[];
+  /** The rule or element that decided a DROP/REJECT (for the reason). */
+  cause?: Step;
 }
 
 type Outcome = "next" | "return" | "accept" | "drop" | "reject";
@@ -75,8 +98,8 @@ interface Res {
   v: Outcome;
 }
 
-function clone(p: Pkt): Pkt {
-  return { ...p };
+function fork(p: Pkt, step?: Step, share = 1): Pkt {
+  return { ...p, p: p.p * share, steps: step ? [...p.steps, step] : [...p.steps] };
 }
 
 function canon(s: string): string {
@@ -93,16 +116,10 @@ export function tokenize(rule: string): string[] {
       i++;
       continue;
     }
-    if (c === '"') {
-      const j = rule.indexOf('"', i + 1);
-      if (j < 0) throw new Error(`unterminated string in rule: ${rule}`);
-      out.push(rule.slice(i, j + 1));
-      i = j + 1;
-      continue;
-    }
-    if (c === "{") {
-      const j = rule.indexOf("}", i);
-      if (j < 0) throw new Error(`unterminated { in rule: ${rule}`);
+    const close = c === '"' ? '"' : c === "{" ? "}" : undefined;
+    if (close !== undefined) {
+      const j = rule.indexOf(close, i + 1);
+      if (j < 0) throw new Error(`unterminated ${c} in rule: ${rule}`);
       out.push(rule.slice(i, j + 1));
       i = j + 1;
       continue;
@@ -121,19 +138,40 @@ const HOOK_ORDER: Record<Packet["from"], Hook[]> = {
   host: ["output"],
 };
 
-/** Traces the first packet of a connection through the table. */
-export function trace(state: TableState, pkt: Packet, env: TraceEnv): TraceResult {
-  return new Tracer(state, env).run(pkt);
+/** Traces the first packet of a connection through the ruleset `reader` reads. */
+export function trace(reader: RulesetReader, pkt: Packet, env: TraceEnv): Promise<TraceResult> {
+  return new Tracer(reader, env).run(pkt);
+}
+
+/** Why a branch ends as it does. */
+function reasonOf(b: Omit<Branch, "reason">, cause: Step | undefined): string {
+  if (b.verdict === "ACCEPT") {
+    if (b.dnat !== undefined) return `DNAT to endpoint ${b.dnat}`;
+    return "not translated: no Service frontend on this node matches";
+  }
+  if (b.steps.some((s) => s.element?.startsWith("no-endpoint-"))) {
+    return b.verdict === "REJECT"
+      ? "the Service has no endpoints"
+      : "no endpoint this traffic may use (traffic policy Local, none on this node)";
+  }
+  if (cause?.chain === "cluster-ips-check") {
+    return cause.rule?.includes("@cluster-ips")
+      ? "the ClusterIP has no such port and protocol"
+      : "unallocated ClusterIP (in a ServiceCIDR, but no Service has it)";
+  }
+  if (cause?.chain.startsWith("firewall-")) return "source not in loadBalancerSourceRanges";
+  return `${b.verdict} in chain ${cause?.chain ?? "?"}`;
 }
 
 class Tracer {
   private readonly local: Set<string>;
+  private bases: Promise<Chain[]> | undefined;
 
-  constructor(private readonly state: TableState, env: TraceEnv) {
+  constructor(private readonly reader: RulesetReader, env: TraceEnv) {
     this.local = new Set(env.nodeIPs.map(canon));
   }
 
-  run(p: Packet): TraceResult {
+  async run(p: Packet): Promise<TraceResult> {
     for (const a of [p.src, p.dst]) {
       if (!parseIP(a)) throw new Error(`packet address ${JSON.stringify(a)} is not an IP`);
     }
@@ -145,36 +183,52 @@ class Tracer {
       mark: 0,
       iif: p.iif ?? (p.from === "host" ? "" : p.from === "pod" ? "veth-pod" : "eth0"),
       masq: false,
+      p: 1,
+      steps: [],
     };
     const branches: Branch[] = [];
-    for (const [pkt, hook, v] of this.walk(start, p.from)) {
-      branches.push({
-        verdict: v,
+    for (const [pkt, hook, verdict] of await this.walk(start, p.from)) {
+      const b = {
+        verdict,
         masquerade: pkt.masq,
         hook,
+        probability: pkt.p,
+        steps: pkt.steps,
         ...(pkt.dnat === undefined ? {} : { dnat: pkt.dnat }),
-      });
+      };
+      branches.push({ ...b, reason: reasonOf(b, pkt.cause) });
     }
     const verdicts = new Set(branches.map((b) => b.verdict));
     if (verdicts.size !== 1) {
-      throw new Error(`trace paths disagree: ${JSON.stringify(branches)}`);
+      throw new Error(`trace paths disagree: ${JSON.stringify(branches.map((b) => b.verdict))}`);
     }
+    const byTarget = new Map<string, { dnat: string; probability: number; masquerade: boolean }>();
+    for (const b of branches) {
+      if (b.dnat === undefined) continue;
+      const c = byTarget.get(b.dnat) ?? { dnat: b.dnat, probability: 0, masquerade: false };
+      c.probability += b.probability;
+      c.masquerade ||= b.masquerade;
+      byTarget.set(b.dnat, c);
+    }
+    const top = [...branches].sort((a, b) => b.probability - a.probability)[0];
     return {
       verdict: branches[0].verdict,
-      dnat: [...new Set(branches.flatMap((b) => b.dnat ?? []))].sort(),
+      dnat: [...byTarget.keys()].sort(),
+      candidates: [...byTarget.values()].sort((a, b) => (a.dnat < b.dnat ? -1 : 1)),
       masquerade: branches.some((b) => b.masquerade),
+      reason: top.reason,
       branches,
     };
   }
 
   /** Walks the hooks in kernel order, forking where rules fork. */
-  private walk(start: Pkt, from: Packet["from"]): [Pkt, string, Branch["verdict"]][] {
+  private async walk(start: Pkt, from: Packet["from"]): Promise<[Pkt, string, Verdict][]> {
     let live: Pkt[] = [start];
-    const done: [Pkt, string, Branch["verdict"]][] = [];
-    const pass = (hook: Hook, pkts: Pkt[]): Pkt[] => {
+    const done: [Pkt, string, Verdict][] = [];
+    const pass = async (hook: Hook, pkts: Pkt[]): Promise<Pkt[]> => {
       const next: Pkt[] = [];
       for (const p of pkts) {
-        for (const r of this.runHook(hook, p)) {
+        for (const r of await this.runHook(hook, p)) {
           if (r.v === "drop" || r.v === "reject") {
             done.push([r.pkt, hook, r.v === "drop" ? "DROP" : "REJECT"]);
           } else next.push(r.pkt);
@@ -182,20 +236,20 @@ class Tracer {
       }
       return next;
     };
-    for (const h of HOOK_ORDER[from]) live = pass(h, live);
+    for (const h of HOOK_ORDER[from]) live = await pass(h, live);
     for (const p of live) {
       const toLocal = this.isLocal(p.daddr);
       let ps = [p];
       if (from === "host") {
-        ps = pass("postrouting", ps);
-        if (toLocal) ps = pass("input", ps);
+        ps = await pass("postrouting", ps);
+        if (toLocal) ps = await pass("input", ps);
         for (const q of ps) done.push([q, toLocal ? "input" : "postrouting", "ACCEPT"]);
       } else if (toLocal) {
-        ps = pass("input", ps);
+        ps = await pass("input", ps);
         for (const q of ps) done.push([q, "input", "ACCEPT"]);
       } else {
-        ps = pass("forward", ps);
-        ps = pass("postrouting", ps);
+        ps = await pass("forward", ps);
+        ps = await pass("postrouting", ps);
         for (const q of ps) done.push([q, "postrouting", "ACCEPT"]);
       }
     }
@@ -209,11 +263,11 @@ class Tracer {
     return this.local.has(addr);
   }
 
-  /** Runs every base chain of a hook in priority order; nat chains stop after a NAT. */
-  private runHook(hook: Hook, pkt: Pkt): Res[] {
-    const chains = [...this.state.chains.values()]
-      .filter((c) => c.chain.hook === hook)
-      .sort((a, b) => (a.chain.priority ?? 0) - (b.chain.priority ?? 0));
+  /** Runs every base chain of a hook in priority order. */
+  private async runHook(hook: Hook, pkt: Pkt): Promise<Res[]> {
+    this.bases ??= this.reader.baseChains();
+    const chains = (await this.bases).filter((c) => c.hook === hook)
+      .sort((a, b) => (a.priority ?? 0) - (b.priority ?? 0));
     let live: Res[] = [{ pkt, v: "accept" }];
     for (const c of chains) {
       const next: Res[] = [];
@@ -222,7 +276,7 @@ class Tracer {
           next.push(r);
           continue;
         }
-        for (const o of this.runChain(c.chain.name, r.pkt, 0)) {
+        for (const o of await this.runChain(c.name, r.pkt, 0, hook)) {
           next.push({ pkt: o.pkt, v: o.v === "drop" || o.v === "reject" ? o.v : "accept" });
         }
       }
@@ -231,77 +285,79 @@ class Tracer {
     return live;
   }
 
-  private runChain(name: string, pkt: Pkt, depth: number): Res[] {
+  private async runChain(name: string, pkt: Pkt, depth: number, hook: string): Promise<Res[]> {
     if (depth > 16) throw new Error(`chain recursion too deep at ${name}`);
-    const c = this.state.chains.get(name);
-    if (!c) throw new Error(`jump to missing chain ${name}`);
-    return this.runFrom(c.rules, 0, pkt, depth);
+    const rules = await this.reader.rules(name);
+    if (!rules) throw new Error(`jump to missing chain ${name}`);
+    return this.runFrom(rules, 0, pkt, depth, { hook, chain: name });
   }
 
   /** Runs rules[i..]; "return" means fell off the end or hit `return`. */
-  private runFrom(rules: Rule[], i: number, pkt: Pkt, depth: number): Res[] {
+  private async runFrom(
+    rules: Rule[],
+    i: number,
+    pkt: Pkt,
+    depth: number,
+    at: Step,
+  ): Promise<Res[]> {
     if (i >= rules.length) return [{ pkt, v: "return" }];
     const out: Res[] = [];
-    for (const r of this.runRule(rules[i].rule, pkt, depth)) {
-      if (r.v === "next") out.push(...this.runFrom(rules, i + 1, r.pkt, depth));
+    for (const r of await this.runRule(rules[i].rule, pkt, depth, at)) {
+      if (r.v === "next") out.push(...await this.runFrom(rules, i + 1, r.pkt, depth, at));
       else out.push(r);
     }
     return out;
   }
 
-  private lookup(name: string): { set: NftSet | NftMap; elements: Element[] } {
-    const s = this.state.sets.get(name);
-    if (s) return { set: s.set, elements: s.elements };
-    const m = this.state.maps.get(name);
-    if (m) return { set: m.map, elements: m.elements };
-    throw new Error(`reference to missing set or map @${name}`);
-  }
-
-  private findElement(name: string, key: string[]): Element | undefined {
-    const { elements } = this.lookup(name);
-    const want = key.map(canon).join(" . ");
-    return elements.find((e) => e.key.map(canon).join(" . ") === want);
+  private async element(name: string, key: string[]): Promise<Element | undefined> {
+    return await this.reader.element(name, key.map(canon));
   }
 
   /** Applies a verdict word to the rest of the trace. */
-  private verdict(word: string, target: string | undefined, pkt: Pkt, depth: number): Res[] {
+  private async verdict(
+    word: string,
+    target: string | undefined,
+    pkt: Pkt,
+    depth: number,
+    at: Step,
+  ): Promise<Res[]> {
     switch (word) {
       case "accept":
-      case "drop":
-      case "reject":
       case "return":
         return [{ pkt, v: word }];
+      case "drop":
+      case "reject":
+        return [{ pkt: { ...pkt, cause: pkt.cause ?? at }, v: word }];
       case "jump":
-        return this.runChain(target!, pkt, depth + 1).map((r) =>
+        return (await this.runChain(target!, pkt, depth + 1, at.hook)).map((r) =>
           r.v === "return" ? { pkt: r.pkt, v: "next" } : r
         );
       case "goto":
         // A goto's chain returning ends the calling chain too.
-        return this.runChain(target!, pkt, depth + 1);
+        return await this.runChain(target!, pkt, depth + 1, at.hook);
     }
     throw new Error(`unknown verdict ${word}`);
   }
 
   /** Evaluates one rule; returns every possible result (numgen forks). */
-  private runRule(rule: string, pkt0: Pkt, depth: number): Res[] {
+  private runRule(rule: string, pkt0: Pkt, depth: number, at: Step): Promise<Res[]> {
     const t = tokenize(rule);
     const fail = (why: string): never => {
       throw new Error(`tracer: cannot interpret ${why} in rule: ${rule}`);
     };
-    const go = (i: number, pkt: Pkt): Res[] => {
+    const here: Step = { ...at, rule };
+    const go = async (i: number, pkt: Pkt): Promise<Res[]> => {
       if (i >= t.length) return [{ pkt, v: "next" }];
       const w = t[i];
       const miss: Res[] = [{ pkt, v: "next" }];
-      // Verdicts.
       if (w === "accept" || w === "drop" || w === "reject" || w === "return") {
         if (i !== t.length - 1) fail(`tokens after ${w}`);
-        return this.verdict(w, undefined, pkt, depth);
+        return this.verdict(w, undefined, fork(pkt, here), depth, here);
       }
       if (w === "jump" || w === "goto") {
         if (i !== t.length - 2) fail(`tokens after ${w}`);
-        return this.verdict(w, t[i + 1], pkt, depth);
+        return this.verdict(w, t[i + 1], fork(pkt, here), depth, here);
       }
-      // Fixed matches.
       if (w === "ct" && t[i + 1] === "state" && t[i + 2] === "new") return go(i + 3, pkt);
       if (w === "ct" && t[i + 1] === "status" && t[i + 2] === "dnat") {
         return pkt.dnat !== undefined ? go(i + 3, pkt) : miss;
@@ -314,15 +370,17 @@ class Tracer {
         if (t[i + 1] !== "random" || t[i + 2] !== "mod") fail("numgen");
         const mod = Number(t[i + 3]), val = Number(t[i + 4]);
         if (!(mod > 0) || !Number.isInteger(val) || val >= mod) fail("numgen values");
-        // Either outcome is possible: trace both.
-        return [...miss, ...go(i + 5, clone(pkt))];
+        // Either outcome is possible: trace both, each with its share.
+        return [
+          ...(mod > 1 ? [{ pkt: fork(pkt, undefined, (mod - 1) / mod), v: "next" as const }] : []),
+          ...await go(i + 5, fork(pkt, undefined, 1 / mod)),
+        ];
       }
-      // Statements.
       if (w === "meta" && t[i + 1] === "mark" && t[i + 2] === "set") {
         if (t[i + 3] !== "meta" || t[i + 4] !== "mark") fail("mark set");
         const op = t[i + 5], v = Number(t[i + 6]);
         if (!Number.isFinite(v)) fail("mark value");
-        const p = clone(pkt);
+        const p = fork(pkt, here);
         if (op === "or" || op === "|") p.mark = (p.mark | v) >>> 0;
         else if (op === "xor" || op === "^") p.mark = (p.mark ^ v) >>> 0;
         else fail(`mark operator ${op}`);
@@ -331,16 +389,17 @@ class Tracer {
       if (w === "update") {
         const set = t[i + 1];
         if (!set?.startsWith("@") || !/^\{ ip6? saddr \}$/.test(t[i + 2] ?? "")) fail("update");
-        this.lookup(set.slice(1));
         return go(i + 3, pkt);
       }
       if (w === "dnat") {
         let j = i + 1;
         if (t[j] === "ip" || t[j] === "ip6") j++;
-        if (t[j] === "to" && t[t.length - 2] === "map") return this.dnatMap(t, j + 1, pkt, fail);
+        if (t[j] === "to" && t[t.length - 2] === "map") {
+          return this.dnatMap(t, j + 1, pkt, fail, here);
+        }
         if (t[j] !== "to" || j + 2 !== t.length) fail("dnat");
         const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(t[j + 1]) ?? fail("dnat target");
-        const p = clone(pkt);
+        const p = fork(pkt, here);
         p.daddr = canon(m[1] ?? m[2]);
         p.dport = Number(m[3]);
         p.dnat = t[j + 1];
@@ -350,7 +409,7 @@ class Tracer {
         if (!(i === t.length - 1 || (i === t.length - 2 && t[i + 1] === "fully-random"))) {
           fail("masquerade options");
         }
-        const p = clone(pkt);
+        const p = fork(pkt, here);
         p.masq = true;
         return [{ pkt: p, v: "accept" }];
       }
@@ -367,10 +426,11 @@ class Tracer {
       if (t[j] === "vmap") {
         const ref = t[j + 1];
         if (!ref?.startsWith("@") || j + 2 !== t.length) fail("vmap");
-        const e = this.findElement(ref.slice(1), values);
+        const e = await this.element(ref.slice(1), values);
         if (!e) return miss;
         const [word, target] = (e.value ?? []).join(" ").split(" ");
-        return this.verdict(word, target, pkt, depth);
+        const step = { ...here, element: describe(ref.slice(1), e) };
+        return this.verdict(word, target, fork(pkt, step), depth, step);
       }
       let neg = false;
       if (t[j] === "!=") {
@@ -380,7 +440,7 @@ class Tracer {
       const rhs = t[j] ?? fail("missing value");
       let hit: boolean;
       if (rhs.startsWith("@")) {
-        hit = this.findElement(rhs.slice(1), values) !== undefined;
+        hit = (await this.element(rhs.slice(1), values)) !== undefined;
       } else {
         if (values.length !== 1) fail("concatenation compared to a literal");
         hit = matchLiteral(values[0], rhs, fail);
@@ -396,7 +456,13 @@ class Tracer {
    * bucket. A bucket without an element is a lookup miss: the rule does not
    * match and the packet goes on un-NATed.
    */
-  private dnatMap(t: string[], from: number, pkt: Pkt, fail: (why: string) => never): Res[] {
+  private async dnatMap(
+    t: string[],
+    from: number,
+    pkt: Pkt,
+    fail: (why: string) => never,
+    here: Step,
+  ): Promise<Res[]> {
     const ref = t[t.length - 1];
     if (!ref.startsWith("@")) fail("dnat map reference");
     const parts: string[][] = [[]];
@@ -404,15 +470,15 @@ class Tracer {
       if (tok === ".") parts.push([]);
       else parts[parts.length - 1].push(tok);
     }
-    let fork: number | undefined;
+    let fork_: number | undefined;
     const fixed = parts.map((p) => {
       if (p[0] === "numgen") {
         if (p[1] !== "random" || p[2] !== "mod" || p.length !== 4) fail("numgen in a map key");
-        fork = Number(p[3]);
+        fork_ = Number(p[3]);
         return undefined;
       }
       // nft lists a map key's `th dport` as `tcp dport` when the map's data
-      // is typed that way: the same transport-header load, no protocol match.
+      // is typed that way: the same transport-header load.
       if (p.length === 2 && p[1] === "dport" && /^(tcp|udp|sctp)$/.test(p[0])) {
         return String(pkt.dport);
       }
@@ -420,16 +486,17 @@ class Tracer {
       if (n !== p.length) fail(`map key part "${p.join(" ")}"`);
       return v;
     });
+    const n = fork_ ?? 1;
     const out: Res[] = [];
-    for (let b = 0; b < (fork ?? 1); b++) {
+    for (let b = 0; b < n; b++) {
       const key = fixed.map((v) => v ?? String(b));
-      const e = this.findElement(ref.slice(1), key);
+      const e = await this.element(ref.slice(1), key);
       if (e === undefined || e.value === undefined) {
-        out.push({ pkt, v: "next" });
+        out.push({ pkt: fork(pkt, undefined, 1 / n), v: "next" });
         continue;
       }
       const [addr, port] = e.value.join(" . ").split(" . ");
-      const p = clone(pkt);
+      const p = fork(pkt, { ...here, element: describe(ref.slice(1), e) }, 1 / n);
       p.daddr = canon(addr);
       p.dport = Number(port);
       p.dnat = addr.includes(":") ? `[${canon(addr)}]:${port}` : `${addr}:${port}`;
@@ -464,6 +531,13 @@ class Tracer {
     }
     return fail(`selector "${w}"`);
   }
+}
+
+/** `name: key : value "comment"`, for steps. */
+function describe(name: string, e: Element): string {
+  const v = e.value === undefined ? "" : ` : ${e.value.join(" . ")}`;
+  const c = e.comment === undefined ? "" : ` (${e.comment})`;
+  return `${name}: ${e.key.join(" . ")}${v}${c}`;
 }
 
 function matchLiteral(value: string, rhs: string, fail: (why: string) => never): boolean {

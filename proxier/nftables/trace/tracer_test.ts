@@ -9,11 +9,12 @@ import type {
   ProxierConfig,
   ProxyState,
   ServicePortInfo,
-} from "../proxier/model.ts";
-import { buildContext } from "../proxier/nftables/context.ts";
+} from "../../model.ts";
+import { buildContext } from "../context.ts";
 import { type Packet, tokenize, trace, type TraceResult } from "./tracer.ts";
-import { endpoint, servicePort } from "../proxier/model_testing.ts";
-import { programFake } from "./programmed.ts";
+import { tableReader } from "./reader.ts";
+import { endpoint, servicePort } from "../../model_testing.ts";
+import { programFake } from "../../../tests/programmed.ts";
 
 const NODE_IP = "198.18.0.1";
 const SECOND_NODE_IP = "198.18.0.99";
@@ -136,9 +137,9 @@ function state4(): ProxyState {
 /** Programs the state through a real sync into FakeNftables (which validates references) and traces the result. */
 async function tracerFor(cfg: Partial<ProxierConfig> = {}, st: ProxyState = state4()) {
   const { fake } = await programFake(st, { ...BASE_CFG, ...cfg });
-  const table = fake.state()!;
+  const reader = tableReader(fake.state()!);
   const nodeIPs = st.family === 4 ? [NODE_IP, SECOND_NODE_IP] : ["2001:db8::1"];
-  return (p: Packet): TraceResult => trace(table, p, { nodeIPs });
+  return (p: Packet): Promise<TraceResult> => trace(reader, p, { nodeIPs });
 }
 
 interface Case {
@@ -541,7 +542,7 @@ const CASES: Case[] = [
 
 for (const c of CASES) {
   Deno.test(`trace: ${c.name}`, async () => {
-    const r = (await tracerFor(c.cfg))(c.pkt);
+    const r = await (await tracerFor(c.cfg))(c.pkt);
     assert.equal(r.verdict, c.verdict, JSON.stringify(r.branches));
     if (c.dnat !== undefined) assert.deepEqual(r.dnat, [...c.dnat].sort());
     if (c.masq !== undefined) assert.equal(r.masquerade, c.masq, JSON.stringify(r.branches));
@@ -549,7 +550,7 @@ for (const c of CASES) {
 }
 
 Deno.test("trace: hairpin masquerades only the path back to the sender", async () => {
-  const r = (await tracerFor())(p("pod", EP_L1, "198.19.0.1", 80));
+  const r = await (await tracerFor())(p("pod", EP_L1, "198.19.0.1", 80));
   const byTarget = new Map(r.branches.map((b) => [b.dnat, b.masquerade]));
   assert.equal(byTarget.get(L1), true);
   assert.equal(byTarget.get(R), false);
@@ -574,7 +575,9 @@ Deno.test("trace: affinity rules come before the random choice and feed the sets
   // A client already in an affinity set goes straight to its endpoint.
   const aff = [...table.sets.keys()].find((n) => n.includes("ns/sticky") && n.includes(EP_R))!;
   table.sets.get(aff)!.elements.push({ kind: "element", set: aff, key: [POD] });
-  const r = trace(table, p("pod", POD, "198.19.0.11", 80), { nodeIPs: [NODE_IP] });
+  const r = await trace(tableReader(table), p("pod", POD, "198.19.0.11", 80), {
+    nodeIPs: [NODE_IP],
+  });
   assert.deepEqual(r.dnat, [R]);
 });
 
@@ -592,15 +595,15 @@ Deno.test("trace: IPv6 ClusterIP and NodePort", async () => {
     serviceCIDRs: ["2001:db8:ffff::/112"],
   };
   const t = await tracerFor({}, st);
-  const r = t(p("pod", "2001:db8:129::10", "2001:db8:ffff::10", 80));
+  const r = await t(p("pod", "2001:db8:129::10", "2001:db8:ffff::10", 80));
   assert.equal(r.verdict, "ACCEPT");
   assert.deepEqual(r.dnat, ["[2001:db8:129::11]:8080", "[2001:db8:130::11]:8080"]);
   assert.equal(r.masquerade, false);
-  const np = t(p("offnode", "2001:db8:50::5", "2001:db8::1", 30600));
+  const np = await t(p("offnode", "2001:db8:50::5", "2001:db8::1", 30600));
   assert.equal(np.verdict, "ACCEPT");
   assert.equal(np.masquerade, true);
-  assert.equal(t(p("pod", "2001:db8:129::10", "2001:db8:ffff::99", 80)).verdict, "DROP");
-  assert.equal(t(p("pod", "2001:db8:129::10", "2001:db8:ffff::10", 81)).verdict, "REJECT");
+  assert.equal((await t(p("pod", "2001:db8:129::10", "2001:db8:ffff::99", 80))).verdict, "DROP");
+  assert.equal((await t(p("pod", "2001:db8:129::10", "2001:db8:ffff::10", 81))).verdict, "REJECT");
 });
 
 Deno.test("trace: localhost nodePortAddresses are reported as unsupported", () => {
@@ -616,8 +619,8 @@ Deno.test("tracer: unknown syntax throws instead of being ignored", async () => 
     chain: "services",
     rule: "tcp flags syn counter",
   });
-  assert.throws(
-    () => trace(table, p("pod", POD, "198.19.0.1", 80), { nodeIPs: [NODE_IP] }),
+  await assert.rejects(
+    () => trace(tableReader(table), p("pod", POD, "198.19.0.1", 80), { nodeIPs: [NODE_IP] }),
     /cannot interpret/,
   );
 });
@@ -632,4 +635,44 @@ Deno.test("tracer: tokenize keeps quoted strings and braces whole", () => {
     "{ ip saddr }",
     "drop",
   ]);
+});
+
+Deno.test("trace: candidates carry their share; each path has steps and a reason", async () => {
+  const t = await tracerFor();
+  const r = await t(p("pod", POD, "198.19.0.1", 80));
+  assert.deepEqual(r.candidates, [
+    { dnat: L1, probability: 0.5, masquerade: false },
+    { dnat: R, probability: 0.5, masquerade: false },
+  ]);
+  assert.match(r.reason, /^DNAT to endpoint /);
+  const steps = r.branches[0].steps;
+  assert.ok(
+    steps.some((s) =>
+      s.element?.startsWith("service-ips: 198.19.0.1 . tcp . 80 : goto dnat-tcp-2")
+    ),
+    JSON.stringify(steps),
+  );
+  assert.ok(steps.some((s) => s.element?.startsWith("endpoints-tcp: 198.19.0.1 . tcp . 80 . ")));
+  // Own chains: one rule per endpoint, numgen mod (N-i) -> still 1/N each.
+  const sticky = await t(p("pod", POD, "198.19.0.11", 80));
+  assert.deepEqual(sticky.candidates.map((c) => c.probability), [0.5, 0.5]);
+});
+
+Deno.test("trace: reasons for refused packets", async () => {
+  const t = await tracerFor();
+  assert.equal((await t(p("pod", POD, "198.19.0.10", 80))).reason, "the Service has no endpoints");
+  assert.equal(
+    (await t(p("offnode", CLIENT, NODE_IP, 30008))).reason,
+    "no endpoint this traffic may use (traffic policy Local, none on this node)",
+  );
+  assert.equal(
+    (await t(p("pod", POD, "198.19.0.1", 81))).reason,
+    "the ClusterIP has no such port and protocol",
+  );
+  assert.match((await t(p("pod", POD, "198.19.7.7", 80))).reason, /^unallocated ClusterIP/);
+  assert.equal(
+    (await t(p("offnode", "198.18.60.1", "198.18.100.1", 80))).reason,
+    "source not in loadBalancerSourceRanges",
+  );
+  assert.match((await t(p("offnode", CLIENT, "198.18.200.1", 80))).reason, /^not translated/);
 });
