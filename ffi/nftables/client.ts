@@ -48,6 +48,7 @@ import {
 } from "./types.ts";
 import { NftContext, type NftLib, OutputFlag, type RunResult } from "./libnftables.ts";
 import { parseChainNames, parseTableListing } from "./list_parser.ts";
+import { RawElementWriter } from "./netlink/writer.ts";
 
 const FAMILIES: readonly Family[] = ["ip", "ip6", "inet"];
 /** Output flags of every context: handles, numeric priorities (what the listing parser expects). */
@@ -179,6 +180,20 @@ export function guessFailedOp(
 export interface OpenOptions {
   /** An already opened library (tests); default: libnftables.so.1 from the library path. */
   lib?: NftLib;
+  /**
+   * Send element-only transactions as raw netlink batches (netlink/), not
+   * through libnftables' parser. Default: on, unless
+   * KUBE_NFT_PROXY_RAW_ELEMENTS=0.
+   */
+  rawElements?: boolean;
+}
+
+function rawDefault(): boolean {
+  try {
+    return Deno.env.get("KUBE_NFT_PROXY_RAW_ELEMENTS") !== "0";
+  } catch {
+    return true;
+  }
 }
 
 /**
@@ -203,7 +218,8 @@ export function openNftables(
     );
   }
   const ctx = new NftContext(opts.lib, BASE_FLAGS);
-  return new LibNftablesClient(family, table, ctx);
+  const raw = opts.rawElements ?? rawDefault() ? new RawElementWriter(family, table) : undefined;
+  return new LibNftablesClient(family, table, ctx, raw);
 }
 
 class LibNftablesClient implements NftablesClient {
@@ -211,9 +227,16 @@ class LibNftablesClient implements NftablesClient {
   #tail: Promise<unknown> = Promise.resolve();
   #pending = 0;
   #closing = false;
+  #raw: RawElementWriter | undefined;
 
-  constructor(readonly family: Family, readonly table: string, ctx: NftContext) {
+  constructor(
+    readonly family: Family,
+    readonly table: string,
+    ctx: NftContext,
+    raw?: RawElementWriter,
+  ) {
     this.#ctx = ctx;
+    this.#raw = raw;
   }
 
   /** Runs `fn` after every earlier call on this client has settled. */
@@ -246,6 +269,20 @@ class LibNftablesClient implements NftablesClient {
     }
     const ops = tx.ops.slice(); // later pushes to tx must not change what we apply
     if (ops.length === 0) return Promise.resolve();
+    const raw = dryRun ? undefined : this.#raw;
+    if (raw !== undefined && ops.every((o) => o.obj.kind === "element")) {
+      const batch = raw.unknownTargets(ops).length === 0 ? raw.encode(ops) : undefined;
+      return this.enqueue(async () => {
+        if (batch === undefined && raw.unknownTargets(ops).length > 0) {
+          raw.learnDeclarations(await this.declarations());
+        }
+        const b = batch ?? raw.encode(ops);
+        if (b !== undefined && await raw.send(b)) return;
+        // Not encodable, or refused (nothing applied: one batch): libnftables
+        // does it, and names the failing element if it fails too.
+        await this.runScript(ops, false);
+      });
+    }
     let script: string;
     try {
       script = renderScript(this.family, this.table, ops);
@@ -255,7 +292,36 @@ class LibNftablesClient implements NftablesClient {
     return this.enqueue(async () => {
       const res = await this.exec(script, dryRun);
       if (res.rc !== 0) throw await this.explain(ops, script, res.error);
+      if (!dryRun) raw?.learn(ops);
     });
+  }
+
+  /** Renders and runs `ops` through libnftables (inside the queue). */
+  private async runScript(ops: Operation[], dryRun: boolean): Promise<void> {
+    const script = renderScript(this.family, this.table, ops);
+    const res = await this.exec(script, dryRun);
+    if (res.rc !== 0) throw await this.explain(ops, script, res.error);
+  }
+
+  /** Set and map declarations, read inside the queue (the public listSets enqueues itself). */
+  private async declarations(): Promise<(NftSet | NftMap)[]> {
+    const out: (NftSet | NftMap)[] = [];
+    for (
+      const cmd of [`list sets table ${this.family} ${this.table}`, `list maps ${this.family}`]
+    ) {
+      this.#ctx.setOutputFlags(BASE_FLAGS | OutputFlag.TERSE);
+      let res: RunResult;
+      try {
+        res = await this.#ctx.run(cmd + "\n");
+      } finally {
+        this.#ctx.setOutputFlags(BASE_FLAGS);
+      }
+      if (res.rc !== 0) continue;
+      const state = parseTableListing(res.output, this.family, this.table);
+      for (const { set } of state?.sets.values() ?? []) out.push(set);
+      for (const { map } of state?.maps.values() ?? []) out.push(map);
+    }
+    return out;
   }
 
   /** Runs a script, in dry-run mode if asked; the flag is always reset. */
@@ -402,15 +468,9 @@ class LibNftablesClient implements NftablesClient {
   }
 
   /** Runs a listing command; returns null when the object does not exist. */
-  private listing(cmd: string, extraFlags = 0): Promise<string | null> {
+  private listing(cmd: string): Promise<string | null> {
     return this.enqueue(async () => {
-      if (extraFlags !== 0) this.#ctx.setOutputFlags(BASE_FLAGS | extraFlags);
-      let res: RunResult;
-      try {
-        res = await this.#ctx.run(cmd + "\n");
-      } finally {
-        if (extraFlags !== 0) this.#ctx.setOutputFlags(BASE_FLAGS);
-      }
+      const res = await this.#ctx.run(cmd + "\n");
       if (res.rc === 0) return res.output;
       const err = new NftablesError(
         parseErrorText(res.error).map((r) => r.message).join("\n") || `${cmd} failed`,
@@ -464,23 +524,14 @@ class LibNftablesClient implements NftablesClient {
     return entry?.elements[0] ?? null;
   }
 
-  async listSets(): Promise<(NftSet | NftMap)[]> {
-    // Terse: declarations only. `list maps` takes no table, so list the family's.
-    const out: (NftSet | NftMap)[] = [];
-    for (
-      const cmd of [`list sets table ${this.family} ${this.table}`, `list maps ${this.family}`]
-    ) {
-      const text = await this.listing(cmd, OutputFlag.TERSE);
-      const state = text === null ? null : parseTableListing(text, this.family, this.table);
-      for (const { set } of state?.sets.values() ?? []) out.push(set);
-      for (const { map } of state?.maps.values() ?? []) out.push(map);
-    }
-    return out;
+  listSets(): Promise<(NftSet | NftMap)[]> {
+    return this.enqueue(() => this.declarations());
   }
 
   close(): void {
     if (this.#closing) return;
     this.#closing = true;
+    this.#raw?.close();
     // A call in flight still uses the context on a worker thread: free it after.
     if (this.#pending === 0) this.#ctx.free();
   }

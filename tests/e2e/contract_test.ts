@@ -2,7 +2,8 @@
  * Real-kernel run of the nftables contract suite: starts
  * tests/contract/real_contract_test.ts inside a fresh network namespace with
  * KNP_IN_TEST_NETNS=1, so the same cases that FakeNftables passes
- * (ffi/nftables/fake_contract_test.ts) are checked against the kernel.
+ * (ffi/nftables/fake_contract_test.ts) are checked against the kernel, and the raw
+ * netlink element path against libnftables (tests/contract/raw_elements_test.ts).
  *
  * @module
  */
@@ -20,6 +21,7 @@ e2eTest("nftables contract suite passes against the kernel", async () => {
         "test",
         "-A",
         `${repoRoot}/tests/contract/real_contract_test.ts`,
+        `${repoRoot}/tests/contract/raw_elements_test.ts`,
       ],
       { check: false },
     );

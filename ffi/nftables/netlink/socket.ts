@@ -1,0 +1,129 @@
+/**
+ * A NETLINK_NETFILTER socket (through libmnl, which libnftables needs
+ * anyway) that sends one nf_tables batch and collects its acks. The send
+ * runs on a worker thread (`nonblocking`): the kernel applies the batch
+ * inside the call, which takes ~0.15 s for 50k elements, and the event loop
+ * must keep serving meanwhile.
+ *
+ * @module
+ */
+import { openLibrary } from "../../libpath.ts";
+import { type Batch, parseAcks } from "./codec.ts";
+
+const NETLINK_NETFILTER = 12;
+const SOL_SOCKET = 1;
+const SO_SNDBUFFORCE = 32;
+const SO_RCVBUFFORCE = 33;
+const SO_RCVTIMEO = 20;
+const SOL_NETLINK = 270;
+const NETLINK_CAP_ACK = 10;
+const EINTR = 4;
+const RX = 1 << 18;
+
+const SYMBOLS = {
+  mnl_socket_open: { parameters: ["i32"], result: "pointer" },
+  mnl_socket_bind: { parameters: ["pointer", "u32", "i32"], result: "i32" },
+  mnl_socket_get_fd: { parameters: ["pointer"], result: "i32" },
+  mnl_socket_sendto: {
+    parameters: ["pointer", "buffer", "usize"],
+    result: "isize",
+    nonblocking: true,
+  },
+  mnl_socket_recvfrom: { parameters: ["pointer", "buffer", "usize"], result: "isize" },
+  mnl_socket_close: { parameters: ["pointer"], result: "i32" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+const LIBC = {
+  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
+  __errno_location: { parameters: [], result: "pointer" },
+  strerror: { parameters: ["i32"], result: "pointer" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+type Mnl = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
+type Libc = Deno.DynamicLibrary<typeof LIBC>["symbols"];
+let libs: { mnl: Mnl; libc: Libc } | undefined;
+
+function open(): { mnl: Mnl; libc: Libc } {
+  libs ??= {
+    mnl: openLibrary("libmnl.so.0", SYMBOLS, "Debian/Ubuntu: libmnl0; Fedora/RHEL: libmnl").symbols,
+    libc: openLibrary("libc.so.6", LIBC, "the C library").symbols,
+  };
+  return libs;
+}
+
+/** The text of an errno, as strerror(3) says it (the words libnftables errors use too). */
+export function errnoText(errno: number): string {
+  const p = open().libc.strerror(errno);
+  return p === null ? `errno ${errno}` : new Deno.UnsafePointerView(p).getCString();
+}
+
+function errno(libc: Libc): number {
+  const p = libc.__errno_location();
+  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
+}
+
+/** Per message of a batch, the errno the kernel reported (0: applied). */
+export interface BatchResult {
+  /** seq -> errno, for every acknowledged message. */
+  acks: Map<number, number>;
+}
+
+/** One netlink socket for nf_tables batches. */
+export class NetfilterSocket {
+  #nl: Deno.PointerValue;
+  #fd: number;
+  #rx = new Uint8Array(RX);
+  #sndbuf = 0;
+
+  constructor() {
+    const { mnl, libc } = open();
+    const nl = mnl.mnl_socket_open(NETLINK_NETFILTER);
+    if (nl === null) throw new Error(`netlink socket: ${errnoText(errno(libc))}`);
+    if (mnl.mnl_socket_bind(nl, 0, 0) < 0) {
+      const why = errnoText(errno(libc));
+      mnl.mnl_socket_close(nl);
+      throw new Error(`netlink bind: ${why}`);
+    }
+    this.#nl = nl;
+    this.#fd = mnl.mnl_socket_get_fd(nl);
+    // Acks without the echoed request; never wait forever for one.
+    libc.setsockopt(this.#fd, SOL_NETLINK, NETLINK_CAP_ACK, new Int32Array([1]), 4);
+    libc.setsockopt(this.#fd, SOL_SOCKET, SO_RCVBUFFORCE, new Int32Array([4 << 20]), 4);
+    libc.setsockopt(this.#fd, SOL_SOCKET, SO_RCVTIMEO, new BigInt64Array([10n, 0n]), 16);
+  }
+
+  /** Sends a batch (one skb: the kernel applies all of it or none) and reads its acks. */
+  async send(batch: Batch): Promise<BatchResult> {
+    const { mnl, libc } = open();
+    if (batch.bytes.length > this.#sndbuf) {
+      // A batch must fit the send buffer whole (netlink takes one skb).
+      this.#sndbuf = batch.bytes.length + (1 << 16);
+      libc.setsockopt(this.#fd, SOL_SOCKET, SO_SNDBUFFORCE, new Int32Array([this.#sndbuf]), 4);
+    }
+    const sent = Number(
+      await mnl.mnl_socket_sendto(this.#nl, batch.bytes, BigInt(batch.bytes.length)),
+    );
+    if (sent < 0) throw new Error(`netlink send: ${errnoText(errno(libc))}`);
+    const acks = new Map<number, number>();
+    const view = new DataView(this.#rx.buffer);
+    while (acks.size < batch.seqs.length) {
+      const got = Number(mnl.mnl_socket_recvfrom(this.#nl, this.#rx, BigInt(RX)));
+      if (got < 0) {
+        const e = errno(libc);
+        if (e === EINTR) continue;
+        throw new Error(`netlink receive: ${errnoText(e)}`);
+      }
+      parseAcks(view, got, (seq, err) => {
+        if (!acks.has(seq) || err !== 0) acks.set(seq, err);
+      });
+      // An error aborts the batch: the kernel may not answer the rest.
+      if ([...acks.values()].some((e) => e !== 0)) break;
+    }
+    return { acks };
+  }
+
+  close(): void {
+    if (this.#nl !== null) open().mnl.mnl_socket_close(this.#nl);
+    this.#nl = null;
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * The raw path for element-only transactions: knows the layout of the
+ * table's sets (learned from the declarations the client applies, or read
+ * once with a terse listing), encodes a transaction as one netlink batch and
+ * sends it. Anything it cannot encode is left to libnftables.
+ *
+ * @module
+ */
+import type { Map as NftMap, Operation, Set as NftSet } from "../types.ts";
+import { type Batch, encodeBatch, layoutOf, type SetLayout } from "./codec.ts";
+import { NetfilterSocket } from "./socket.ts";
+
+/** Raw element writer for one table. */
+export class RawElementWriter {
+  readonly #layouts = new Map<string, SetLayout | null>();
+  #socket: NetfilterSocket | null | undefined;
+  #seq = 1;
+
+  constructor(readonly family: string, readonly table: string) {}
+
+  /** Records set declarations and deletions a transaction made (call after it succeeded). */
+  learn(ops: readonly Operation[]): void {
+    for (const { verb, obj } of ops) {
+      if (obj.kind === "table" && verb === "delete") this.#layouts.clear();
+      if (obj.kind !== "set" && obj.kind !== "map") continue;
+      if (verb === "add" || verb === "create") this.#layouts.set(obj.name, layoutOf(obj) ?? null);
+      else if (verb === "delete") this.#layouts.delete(obj.name);
+    }
+  }
+
+  /** Records declarations read from the kernel. */
+  learnDeclarations(sets: readonly (NftSet | NftMap)[]): void {
+    for (const s of sets) this.#layouts.set(s.name, layoutOf(s) ?? null);
+  }
+
+  /** Element targets of `ops` whose layout is not known yet (empty: ready to encode). */
+  unknownTargets(ops: readonly Operation[]): string[] {
+    const out = new Set<string>();
+    for (const { obj } of ops) {
+      if (obj.kind !== "element") continue;
+      const t = obj.map ?? obj.set;
+      if (t !== undefined && !this.#layouts.has(t)) out.add(t);
+    }
+    return [...out];
+  }
+
+  /** The batch for `ops`, or undefined when they are not all encodable element operations. */
+  encode(ops: readonly Operation[]): Batch | undefined {
+    const batch = encodeBatch(
+      this.family,
+      this.table,
+      ops,
+      (name) => this.#layouts.get(name) ?? undefined,
+      this.#seq,
+    );
+    if (batch !== undefined) this.#seq = (batch.seqs.at(-1)! + 2) >>> 0 || 1;
+    return batch;
+  }
+
+  /**
+   * Sends a batch; true when the kernel acked every message. False means
+   * nothing was applied (the batch is atomic), or no socket could be opened.
+   */
+  async send(batch: Batch): Promise<boolean> {
+    if (this.#socket === undefined) {
+      try {
+        this.#socket = new NetfilterSocket();
+      } catch {
+        this.#socket = null; // no libmnl or no permission: libnftables does it all
+      }
+    }
+    if (this.#socket === null) return false;
+    const { acks } = await this.#socket.send(batch);
+
+    return batch.seqs.every((s) => acks.get(s) === 0);
+  }
+
+  close(): void {
+    this.#socket?.close();
+  }
+}
