@@ -28,6 +28,9 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "./log.ts";
 import { NativeWatch } from "./native_watch.ts";
+import { ApiFetch } from "./api_fetch.ts";
+import { pagedList } from "./paged_list.ts";
+import { slimEndpointSlice, slimNode, slimService, slimServiceCIDR } from "./slim.ts";
 
 /** Callbacks of a supervised informer. */
 export interface InformerHandlers<T> {
@@ -42,9 +45,9 @@ export interface InformerHandlers<T> {
 }
 
 /**
- * Lists the resource (one page, all items) with the given selectors. `resourceVersion` "0" lets
- * the API server answer from its watch cache (as client-go's first list does); a re-list asks
- * for data not older than what was already seen.
+ * Lists the resource with the given selectors, as plain API JSON (slim, when the supervisor
+ * slims). `resourceVersion` "0" lets the API server answer from its watch cache (as
+ * client-go's first list does); a re-list asks for data not older than what was already seen.
  */
 export type ListFn<T> = (opts: {
   labelSelector?: string;
@@ -81,6 +84,11 @@ export interface WatchSupervisorOptions<T> {
   watchdogMs?: number;
   /** A 404 on list means the API does not exist: log once, report synced and empty, stop. */
   optional?: boolean;
+  /**
+   * Reduces every object (listed or watched) to what the consumers read,
+   * before anything keeps it (default: keep objects whole).
+   */
+  slim?: (o: Record<string, unknown>) => Record<string, unknown>;
 }
 
 type Obj = KubernetesObject;
@@ -184,6 +192,7 @@ export class WatchSupervisor<T> {
     const gen = ++this.#gen;
     this.#watching = false;
     const o = this.#o;
+    const slim = o.slim;
     const watch = new NativeWatch(o.kc);
     const realWatch = watch.watch.bind(watch);
     // Every (re)connect of the watch passes here: the list before it is complete.
@@ -198,7 +207,9 @@ export class WatchSupervisor<T> {
             const rv = (obj as Obj | undefined)?.metadata?.resourceVersion;
             if (rv && phase !== "ERROR") this.#lastRv = rv;
           }
-          cb(phase, obj, raw);
+          const keep = slim && phase !== "ERROR" && phase !== "BOOKMARK" && obj !== null &&
+            typeof obj === "object";
+          cb(phase, keep ? slim(obj as Record<string, unknown>) : obj, raw);
         },
         done,
       );
@@ -215,8 +226,7 @@ export class WatchSupervisor<T> {
       if (gen === this.#gen && res.metadata?.resourceVersion) {
         this.#lastRv = res.metadata.resourceVersion;
       }
-      // Typed client objects (Date fields) -> the same plain JSON watch events carry.
-      const plain = JSON.parse(JSON.stringify(res)) as KubernetesListObject<Obj>;
+      const plain = res as KubernetesListObject<Obj>;
       // ListWatch's own re-list (after 410 Gone) calls back only for changed items, so mark
       // every listed item seen here, or #watchStarted would delete the unchanged ones.
       const seen = gen === this.#gen ? this.#seen : undefined;
@@ -411,9 +421,28 @@ export interface ProxyInformers {
 
 /** Starts the Service, EndpointSlice, Node and ServiceCIDR informers. */
 export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers {
+  const api = new ApiFetch(opts.kc);
   const core = opts.kc.makeApiClient(CoreV1Api);
   const discovery = opts.kc.makeApiClient(DiscoveryV1Api);
   const networking = opts.kc.makeApiClient(NetworkingV1Api);
+  /**
+   * Lists `path` in slim pages over native fetch; where native fetch cannot
+   * reach the cluster (https without verification), through client-node.
+   */
+  const lister = (
+    path: string,
+    slim: (o: Record<string, unknown>) => Record<string, unknown>,
+    typed: ListFn<unknown>,
+  ): ListFn<unknown> =>
+  async (q) => {
+    if (await api.usable()) {
+      return await pagedList(api, path, q, slim) as unknown as Awaited<ReturnType<ListFn<unknown>>>;
+    }
+    // Typed client objects (Date fields) -> the plain JSON watch events carry.
+    const res = JSON.parse(JSON.stringify(await typed(q)));
+    res.items = res.items.map(slim);
+    return res;
+  };
   const common = {
     kc: opts.kc,
     onHealth: opts.onHealth,
@@ -422,54 +451,54 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
   };
   const sups: WatchSupervisor<unknown>[] = [];
   const h = opts.handlers;
-  if (h.services) {
+  const add = (
+    name: string,
+    path: string,
+    handlers: InformerHandlers<unknown> | undefined,
+    slim: (o: Record<string, unknown>) => Record<string, unknown>,
+    typed: ListFn<unknown>,
+    extra: Partial<WatchSupervisorOptions<unknown>> = {},
+  ) => {
+    if (!handlers) return;
     sups.push(
       new WatchSupervisor({
         ...common,
-        name: "services",
-        path: "/api/v1/services",
-        labelSelector: SERVICE_SELECTOR,
-        list: (s) => core.listServiceForAllNamespaces(s),
-        handlers: h.services,
+        name,
+        path,
+        slim,
+        list: lister(path, slim, typed),
+        handlers,
+        ...extra,
       }),
     );
-  }
-  if (h.endpointSlices) {
-    sups.push(
-      new WatchSupervisor({
-        ...common,
-        name: "endpointslices",
-        path: "/apis/discovery.k8s.io/v1/endpointslices",
-        labelSelector: ENDPOINTSLICE_SELECTOR,
-        list: (s) => discovery.listEndpointSliceForAllNamespaces(s),
-        handlers: h.endpointSlices,
-      }),
-    );
-  }
-  if (h.node) {
-    sups.push(
-      new WatchSupervisor({
-        ...common,
-        name: "node",
-        path: "/api/v1/nodes",
-        fieldSelector: `metadata.name=${opts.nodeName}`,
-        list: (s) => core.listNode(s),
-        handlers: h.node,
-      }),
-    );
-  }
-  if (h.serviceCIDRs) {
-    sups.push(
-      new WatchSupervisor({
-        ...common,
-        name: "servicecidrs",
-        path: "/apis/networking.k8s.io/v1/servicecidrs",
-        list: (s) => networking.listServiceCIDR(s),
-        handlers: h.serviceCIDRs,
-        optional: true,
-      }),
-    );
-  }
+  };
+  add(
+    "services",
+    "/api/v1/services",
+    h.services,
+    slimService,
+    (q) => core.listServiceForAllNamespaces(q),
+    { labelSelector: SERVICE_SELECTOR },
+  );
+  add(
+    "endpointslices",
+    "/apis/discovery.k8s.io/v1/endpointslices",
+    h.endpointSlices,
+    slimEndpointSlice,
+    (q) => discovery.listEndpointSliceForAllNamespaces(q),
+    { labelSelector: ENDPOINTSLICE_SELECTOR },
+  );
+  add("node", "/api/v1/nodes", h.node, slimNode, (q) => core.listNode(q), {
+    fieldSelector: `metadata.name=${opts.nodeName}`,
+  });
+  add(
+    "servicecidrs",
+    "/apis/networking.k8s.io/v1/servicecidrs",
+    h.serviceCIDRs,
+    slimServiceCIDR,
+    (q) => networking.listServiceCIDR(q),
+    { optional: true },
+  );
   for (const s of sups) s.start();
   const version = opts.kc.makeApiClient(VersionApi);
   const probe = new ApiProbe(

@@ -15,48 +15,19 @@
  *
  * @module
  */
-import { HttpMethod, type KubeConfig, RequestContext, Watch } from "@kubernetes/client-node";
+import { type KubeConfig, Watch } from "@kubernetes/client-node";
+import { ApiFetch } from "./api_fetch.ts";
 
 type Callback = (phase: string, apiObj: unknown, watchObj?: unknown) => void;
 type Done = (err: unknown) => void;
 
-interface TlsOptions {
-  ca?: string | Uint8Array;
-  cert?: string | Uint8Array;
-  key?: string | Uint8Array;
-  rejectUnauthorized?: boolean;
-}
-
-function text(v: string | Uint8Array | undefined): string | undefined {
-  return v === undefined ? undefined : typeof v === "string" ? v : new TextDecoder().decode(v);
-}
-
 /** A drop-in for client-node's Watch (ListWatch takes it as a constructor argument). */
 export class NativeWatch extends Watch {
-  readonly #kc: KubeConfig;
-  #client: Deno.HttpClient | null | undefined;
+  readonly #api: ApiFetch;
 
   constructor(kc: KubeConfig) {
     super(kc);
-    this.#kc = kc;
-  }
-
-  /** The Deno HTTP client for this cluster, or null when only undici can talk to it. */
-  async #httpClient(): Promise<Deno.HttpClient | null> {
-    if (this.#client !== undefined) return this.#client;
-    const server = this.#kc.getCurrentCluster()?.server ?? "";
-    if (!server.startsWith("https:")) return (this.#client = null);
-    const opts: TlsOptions = {};
-    await this.#kc.applyToHTTPSOptions(opts as never);
-    if (opts.rejectUnauthorized === false) return (this.#client = null);
-    const ca = text(opts.ca);
-    const cert = text(opts.cert);
-    const key = text(opts.key);
-    this.#client = Deno.createHttpClient({
-      caCerts: ca ? [ca] : undefined,
-      ...(cert && key ? { cert, key } : {}),
-    });
-    return this.#client;
+    this.#api = new ApiFetch(kc);
   }
 
   /** Same contract as client-node's Watch.watch. */
@@ -66,19 +37,7 @@ export class NativeWatch extends Watch {
     callback: Callback,
     done: Done,
   ): Promise<AbortController> {
-    const cluster = this.#kc.getCurrentCluster();
-    if (!cluster) throw new Error("No currently active cluster");
-    const server = cluster.server;
-    if (server.startsWith("https:") && (await this.#httpClient()) === null) {
-      return super.watch(path, queryParams, callback, done);
-    }
-    const url = new URL(server + path);
-    url.searchParams.set("watch", "true");
-    for (const [k, v] of Object.entries(queryParams ?? {})) {
-      if (v !== undefined) url.searchParams.set(k, String(v));
-    }
-    const ctx = new RequestContext(url.toString(), HttpMethod.GET);
-    await this.#kc.applySecurityAuthentication(ctx);
+    if (!(await this.#api.usable())) return super.watch(path, queryParams, callback, done);
     const controller = new AbortController();
     let finished = false;
     const finish = (err: unknown) => {
@@ -88,20 +47,8 @@ export class NativeWatch extends Watch {
       done(err);
     };
     try {
-      const client = await this.#httpClient();
-      const res = await fetch(url, {
-        headers: ctx.getHeaders(),
-        signal: controller.signal,
-        ...(client ? { client } : {}),
-      });
-      if (res.status !== 200 || res.body === null) {
-        await res.body?.cancel();
-        const err = new Error(res.statusText || `HTTP ${res.status}`) as Error & {
-          statusCode?: number;
-        };
-        err.statusCode = res.status;
-        throw err;
-      }
+      const res = await this.#api.get(path, { ...queryParams, watch: true }, controller.signal);
+      if (res.status !== 200 || res.body === null) throw await ApiFetch.statusError(res);
       void this.#pump(res.body, callback).then(() => finish(null), finish);
     } catch (err) {
       finish(err);

@@ -109,6 +109,11 @@ export class TxBuilder {
    * operations (with the head, for the first one), else undefined.
    */
   take(maxOps: number): Transaction | undefined {
+    if (maxOps > 0 && this.#emitted === 0 && this.head.size > 0) {
+      // The head alone first: declarations and rules go through libnftables,
+      // then every chunk of elements can take the raw netlink path.
+      return this.#cut(false, true);
+    }
     for (; this.#counted < this.#pending.length; this.#counted++) {
       this.#pendingSize += this.#pending[this.#counted].size;
     }
@@ -126,8 +131,12 @@ export class TxBuilder {
     return [tx];
   }
 
-  #cut(last: boolean): Transaction {
-    const all = this.#emitted === 0 ? [this.head, ...this.#pending] : [...this.#pending];
+  #cut(last: boolean, headOnly = false): Transaction {
+    const all = headOnly
+      ? [this.head]
+      : this.#emitted === 0
+      ? [this.head, ...this.#pending]
+      : [...this.#pending];
     if (last) all.push(this.tail);
     const tx = new Transaction();
     if (this.#emitted === 0 && this.#withTable) {
@@ -137,9 +146,11 @@ export class TxBuilder {
     for (const u of all) for (const op of u.rules) tx.ops.push(op);
     pushByTarget(tx, all.map((u) => u.dels));
     pushByTarget(tx, all.map((u) => u.adds));
-    this.#pending = [];
-    this.#pendingSize = 0;
-    this.#counted = 0;
+    if (!headOnly) {
+      this.#pending = [];
+      this.#pendingSize = 0;
+      this.#counted = 0;
+    }
     this.#emitted++;
     return tx;
   }

@@ -11,6 +11,8 @@
  * - labelSelector (=, ==, !=, exists, !exists, in, notin) and fieldSelector (metadata.name,
  *   metadata.namespace; = and !=); with selectors, objects entering / leaving the selection are
  *   sent as ADDED / DELETED, as the real server does;
+ * - paged lists (`limit` / `continue`) over a snapshot taken at the first page; an expired
+ *   token ({@link FakeApiServer.expireContinueTokens}) gets 410 Gone, reason Expired;
  * - fault injection: {@link FakeApiServer.failNext}, {@link FakeApiServer.dropWatches},
  *   {@link FakeApiServer.down} / {@link FakeApiServer.up}.
  * @module
@@ -200,6 +202,9 @@ export class FakeApiServer {
   #failures: Array<{ status: number; match?: (path: string) => boolean }> = [];
   readonly #serviceCIDRs: boolean;
   readonly #bookmarkMs: number;
+  /** Snapshots of paged lists, by continue token id. */
+  readonly #pages = new Map<string, { items: KObject[]; rv: number }>();
+  #pageId = 0;
 
   private constructor(opts: FakeApiOptions) {
     this.#port = opts.port ?? 0;
@@ -275,6 +280,11 @@ export class FakeApiServer {
   /** The next `n` list/watch requests (optionally only paths matching) fail with `status`. */
   failNext(n: number, statusCode = 500, match?: (path: string) => boolean): void {
     for (let i = 0; i < n; i++) this.#failures.push({ status: statusCode, match });
+  }
+
+  /** Invalidates every continue token handed out: their next page gets 410 Gone (Expired). */
+  expireContinueTokens(): void {
+    this.#pages.clear();
   }
 
   /** Forgets the event history: watches from an older resourceVersion now get 410 Gone. */
@@ -414,15 +424,37 @@ export class FakeApiServer {
     }
     const watch = url.searchParams.get("watch");
     if (watch === "true" || watch === "1") return this.#watch(r.info, filter, url.searchParams);
-    const items = [...this.#objects.get(r.info.kind)!.values()].filter(filter).map((o) => {
-      const { kind: _k, apiVersion: _a, ...rest } = o;
-      return rest;
-    });
+    const limit = Number(url.searchParams.get("limit") ?? "0");
+    const token = url.searchParams.get("continue");
+    let snap: { items: KObject[]; rv: number };
+    let offset = 0;
+    if (token) {
+      const [id, off] = token.split(":");
+      const found = this.#pages.get(id);
+      if (!found) {
+        return status(410, "Expired", "The provided continue parameter is too old");
+      }
+      snap = found;
+      offset = Number(off);
+    } else {
+      const items = [...this.#objects.get(r.info.kind)!.values()].filter(filter).map((o) => {
+        const { kind: _k, apiVersion: _a, ...rest } = o;
+        return rest;
+      });
+      snap = { items, rv: this.#rv };
+    }
+    const end = limit > 0 ? Math.min(snap.items.length, offset + limit) : snap.items.length;
+    let next: string | undefined;
+    if (end < snap.items.length) {
+      const id = token ? token.split(":")[0] : String(++this.#pageId);
+      this.#pages.set(id, snap);
+      next = `${id}:${end}`;
+    }
     return Response.json({
       kind: `${r.info.kind}List`,
       apiVersion: r.info.apiVersion,
-      metadata: { resourceVersion: String(this.#rv) },
-      items,
+      metadata: { resourceVersion: String(snap.rv), ...(next ? { continue: next } : {}) },
+      items: snap.items.slice(offset, end),
     });
   }
 

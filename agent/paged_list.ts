@@ -1,0 +1,77 @@
+/**
+ * Lists a resource in pages (`limit` / `continue`, 500 items a page, as
+ * client-go's reflector does), reducing each item to its slim form as the
+ * page arrives, so a cold start never holds a whole list's JSON text and
+ * parse tree at once. An expired continue token (410 Gone) starts the list
+ * over from the latest version, as client-go does.
+ *
+ * @module
+ */
+import { ApiFetch, ApiStatusError } from "./api_fetch.ts";
+
+type Json = Record<string, unknown>;
+
+/** Selectors and version of a list. */
+export interface ListQuery {
+  labelSelector?: string;
+  fieldSelector?: string;
+  resourceVersion?: string;
+  resourceVersionMatch?: string;
+}
+
+/** A list result in the shape client-node's ListWatch expects. */
+export interface ListResult {
+  metadata: { resourceVersion?: string };
+  items: Json[];
+}
+
+/** Items per page, as client-go's reflector asks for. */
+export const PAGE_SIZE = 500;
+
+/** Lists `path` page by page; `slim` reduces each item. Throws ApiStatusError on HTTP errors. */
+export async function pagedList(
+  api: ApiFetch,
+  path: string,
+  query: ListQuery,
+  slim: (o: Json) => Json,
+  opts: { pageSize?: number; signal?: AbortSignal } = {},
+): Promise<ListResult> {
+  const limit = opts.pageSize ?? PAGE_SIZE;
+  let version = { rv: query.resourceVersion, match: query.resourceVersionMatch };
+  for (let attempt = 0;; attempt++) {
+    const items: Json[] = [];
+    let cont: string | undefined;
+    let rv: string | undefined;
+    let expired = false;
+    do {
+      const res = await api.get(path, {
+        labelSelector: query.labelSelector,
+        fieldSelector: query.fieldSelector,
+        limit,
+        // The version applies to the first page; the token carries it after.
+        ...(cont === undefined
+          ? { resourceVersion: version.rv, resourceVersionMatch: version.match }
+          : { continue: cont }),
+      }, opts.signal);
+      if (res.status === 410 && cont !== undefined && attempt < 3) {
+        await res.body?.cancel();
+        expired = true;
+        break;
+      }
+      if (res.status !== 200) throw await ApiFetch.statusError(res);
+      const page = await res.json() as {
+        metadata?: { resourceVersion?: string; continue?: string };
+        items?: unknown;
+      };
+      if (!Array.isArray(page.items)) {
+        throw new ApiStatusError(res.status, `list ${path}: the answer has no items array`);
+      }
+      for (const item of page.items) items.push(slim(item as Json));
+      rv = page.metadata?.resourceVersion;
+      cont = page.metadata?.continue || undefined;
+    } while (cont !== undefined);
+    if (!expired) return { metadata: { resourceVersion: rv }, items };
+    // The snapshot the token pointed at is gone: list the latest from the start.
+    version = { rv: undefined, match: undefined };
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * Reduces API objects to the fields the proxier reads, at the informer edge,
+ * before anything keeps them: no managedFields, no annotations or labels we
+ * do not use, nothing of status but LoadBalancer ingress. Values are copied
+ * as they are (never validated or coerced here): the trackers check them and
+ * log what is malformed.
+ *
+ * @module
+ */
+import {
+  LABEL_HEADLESS,
+  LABEL_SERVICE_NAME,
+  LABEL_SERVICE_PROXY_NAME,
+} from "../proxier/k8s_types.ts";
+
+/** The annotation feeding the network programming latency metric. */
+const TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time";
+
+type Json = Record<string, unknown>;
+
+const isObj = (v: unknown): v is Json => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/** The listed keys of `o` that are present. */
+function pick(o: unknown, keys: readonly string[]): Json | undefined {
+  if (!isObj(o)) return o === undefined ? undefined : o as Json;
+  const out: Json = {};
+  for (const k of keys) if (o[k] !== undefined) out[k] = o[k];
+  return out;
+}
+
+/** `f` over an array's items; anything else as it is (the trackers report it). */
+function each(v: unknown, f: (x: unknown) => unknown): unknown {
+  return Array.isArray(v) ? v.map(f) : v;
+}
+
+function meta(m: unknown, labels: readonly string[], annotations: readonly string[]): Json {
+  const out = pick(m, ["name", "namespace", "resourceVersion", "deletionTimestamp"]) ?? {};
+  if (isObj(m)) {
+    const l = pick(m.labels, labels);
+    if (l !== undefined && Object.keys(l).length > 0) out.labels = l;
+    const a = pick(m.annotations, annotations);
+    if (a !== undefined && Object.keys(a).length > 0) out.annotations = a;
+  }
+  return out;
+}
+
+const SVC_LABELS = [LABEL_SERVICE_PROXY_NAME, LABEL_HEADLESS];
+const SLICE_LABELS = [LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME, LABEL_HEADLESS];
+
+/** A Service as the service tracker reads it. */
+export function slimService(o: Json): Json {
+  const spec = isObj(o.spec) ? o.spec : undefined;
+  const out: Json = { metadata: meta(o.metadata, SVC_LABELS, []) };
+  if (spec !== undefined) {
+    const s = pick(spec, [
+      "type",
+      "clusterIP",
+      "clusterIPs",
+      "externalIPs",
+      "loadBalancerSourceRanges",
+      "sessionAffinity",
+      "sessionAffinityConfig",
+      "externalTrafficPolicy",
+      "internalTrafficPolicy",
+      "healthCheckNodePort",
+      "ipFamilies",
+    ])!;
+    if (spec.ports !== undefined) {
+      s.ports = each(spec.ports, (p) => pick(p, ["name", "protocol", "port", "nodePort"]));
+    }
+    out.spec = s;
+  } else if (o.spec !== undefined) out.spec = o.spec;
+  const lb = isObj(o.status) && isObj(o.status.loadBalancer) ? o.status.loadBalancer : undefined;
+  if (lb?.ingress !== undefined) {
+    out.status = { loadBalancer: { ingress: each(lb.ingress, (i) => pick(i, ["ip", "ipMode"])) } };
+  }
+  return out;
+}
+
+/** An EndpointSlice as the endpoints tracker reads it. */
+export function slimEndpointSlice(o: Json): Json {
+  const out: Json = { metadata: meta(o.metadata, SLICE_LABELS, [TRIGGER_TIME]) };
+  if (o.addressType !== undefined) out.addressType = o.addressType;
+  if (o.ports !== undefined) {
+    out.ports = each(o.ports, (p) => pick(p, ["name", "protocol", "port"]));
+  }
+  if (o.endpoints !== undefined) {
+    out.endpoints = each(o.endpoints, (e) => {
+      const x = pick(e, ["addresses", "conditions", "nodeName", "zone", "hints"]);
+      if (isObj(x) && isObj(x.conditions)) {
+        x.conditions = pick(x.conditions, ["ready", "serving", "terminating"]);
+      }
+      return x;
+    });
+  }
+  return out;
+}
+
+/** This node as the proxier and the health server read it. */
+export function slimNode(o: Json): Json {
+  const m = isObj(o.metadata) ? o.metadata : {};
+  // One object: all its labels (topology reads the zone) are cheap to keep.
+  const out: Json = { metadata: { ...meta(m, [], []), ...(m.labels ? { labels: m.labels } : {}) } };
+  const spec = pick(o.spec, ["podCIDR", "podCIDRs", "taints"]);
+  if (spec !== undefined) out.spec = spec;
+  const status = pick(o.status, ["addresses"]);
+  if (status !== undefined) out.status = status;
+  return out;
+}
+
+/** A ServiceCIDR as the cluster state reads it. */
+export function slimServiceCIDR(o: Json): Json {
+  const out: Json = { metadata: meta(o.metadata, [], []) };
+  const spec = pick(o.spec, ["cidrs"]);
+  if (spec !== undefined) out.spec = spec;
+  return out;
+}
