@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { dlopen } from "./native.ts";
 
 const ERRNO_CODES: Record<number, string> = {
   1: "EPERM",
@@ -33,7 +34,7 @@ const symbols = {
 let libc: Deno.DynamicLibrary<typeof symbols> | undefined;
 
 function lib(): Deno.DynamicLibrary<typeof symbols>["symbols"] {
-  libc ??= Deno.dlopen("libc.so.6", symbols);
+  libc ??= dlopen("libc.so.6", symbols);
   return libc.symbols;
 }
 

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { dlopen } from "./native.ts";
 import { LibraryNotFoundError } from "./conntrack/types.ts";
 
 /** Distribution packages providing the libraries this project binds. */
@@ -61,7 +62,7 @@ export function openLibrary<S extends Deno.ForeignLibraryInterface>(
   let firstError: unknown;
   for (const path of candidatePaths(soname)) {
     try {
-      return Deno.dlopen(path, symbols);
+      return dlopen(path, symbols);
     } catch (e) {
       // A missing symbol in an existing library is as fatal as a missing file,
       // but the first failure is usually the most telling one to show.

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { dlopen } from "./native.ts";
 
 let libc: { symbols: { malloc_trim: (pad: number | bigint) => number } } | null | undefined;
 
@@ -12,7 +13,7 @@ let libc: { symbols: { malloc_trim: (pad: number | bigint) => number } } | null 
 export function mallocTrim(): void {
   if (libc === undefined) {
     try {
-      libc = Deno.dlopen("libc.so.6", {
+      libc = dlopen("libc.so.6", {
         malloc_trim: { parameters: ["usize"], result: "i32" },
       }) as unknown as typeof libc;
     } catch {

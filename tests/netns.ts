@@ -34,7 +34,10 @@ export function realKernelUnavailable(): string | undefined {
  * registered as ignored and the reason is printed, so it never passes
  * silently; with KNP_REQUIRE_E2E=1 (CI) it fails instead.
  */
-export function e2eTest(name: string, fn: (t: Deno.TestContext) => Promise<void>): void {
+export function e2eTest(
+  name: string,
+  fn: (t: Deno.TestContext) => void | Promise<void>,
+): void {
   const why = realKernelUnavailable();
   if (why !== undefined && Deno.env.get("KNP_REQUIRE_E2E") === "1") {
     Deno.test(name, () => {

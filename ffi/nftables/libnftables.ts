@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { dlopen } from "../native.ts";
 import { openLibrary } from "../libpath.ts";
 
 /** Output flags of `nft_ctx_output_set_flags` (libnftables.h). */
@@ -156,7 +157,7 @@ export class NftContext {
    */
   async runAsFile(script: string): Promise<RunResult> {
     const ptr = this.ptr;
-    libc ??= Deno.dlopen("libc.so.6", LIBC_SYMBOLS);
+    libc ??= dlopen("libc.so.6", LIBC_SYMBOLS);
     const fd = libc.symbols.memfd_create(cstring("knp-nft-script"), MFD_CLOEXEC);
     if (fd < 0) throw new Error("memfd_create failed");
     try {

@@ -1,7 +1,12 @@
+/**
+ * The libc file helpers against real files. They load libc.so.6, so they run
+ * with the e2e suite; the unit tests refuse native loading.
+ */
 import assert from "node:assert/strict";
-import { LibcFileError, readTextFileSync, writeTextFileSync } from "./libc_files.ts";
+import { e2eTest } from "../netns.ts";
+import { LibcFileError, readTextFileSync, writeTextFileSync } from "../../ffi/libc_files.ts";
 
-Deno.test("reads kernel files and round-trips a regular file through libc", () => {
+e2eTest("reads kernel files and round-trips a regular file through libc", () => {
   assert.equal(readTextFileSync("/proc/sys/kernel/ostype").trim(), "Linux");
   const p = Deno.makeTempFileSync();
   try {
@@ -14,7 +19,7 @@ Deno.test("reads kernel files and round-trips a regular file through libc", () =
   }
 });
 
-Deno.test("a missing file is NotFound; a directory is a LibcFileError with a code", () => {
+e2eTest("a missing file is NotFound; a directory is a LibcFileError with a code", () => {
   assert.throws(() => readTextFileSync("/nonexistent/knp"), Deno.errors.NotFound);
   assert.throws(
     () => writeTextFileSync("/proc", "1"),
