@@ -4,9 +4,11 @@
  * KNP_IN_TEST_NETNS=1), never in the host's; the driver collects the JSON
  * lines the children print and prints a table.
  *
- * Flags: `--quick` (1k services only, for CI, < 2 min), `--only=a,b` with
- * names from: sync, chunk, upstream, elements, conntrack, reconcile;
- * `--json=FILE` also writes every result line to FILE.
+ * Flags: `--quick` (1k services only, for CI, < 3 min), `--soak` (the 5-minute
+ * churn soak at 10k Services, alone), `--only=a,b` with names from: agent,
+ * sync, chunk, upstream, elements, conntrack, reconcile; `--sizes=30000x10,...`
+ * keeps only the jobs of those sizes; `--json=FILE` also writes every result
+ * line to FILE.
  *
  * Needs root (network namespaces).
  *
@@ -44,10 +46,27 @@ function exists(path: string): boolean {
 }
 
 /** The benchmark plan for a mode. */
-export function plan(quick: boolean): { jobs: Job[]; notes: string[] } {
+export function plan(quick: boolean, soak = false): { jobs: Job[]; notes: string[] } {
   const jobs: Job[] = [];
   const notes: string[] = [];
   const bench = (f: string) => `${repoRoot}/tests/bench/${f}`;
+  // End to end first: the real agent, a fake API server, probes from another namespace.
+  const agentSizes: [number, number, number][] = soak
+    ? [[10000, 10, 300]]
+    : quick
+    ? [[1000, 10, 20]]
+    : [[10000, 10, 60], [30000, 10, 60], [60000, 10, 60], [5000, 50, 60]];
+  for (const [s, e, churn] of agentSizes) {
+    jobs.push({
+      group: soak ? "soak" : "agent",
+      label: `agent ${s}x${e}`,
+      script: bench("agent/agent_bench.ts"),
+      args: ["--services", `${s}`, "--eps", `${e}`, "--churn-seconds", `${churn}`]
+        .concat(quick ? ["--settle-seconds", "10"] : []),
+      timeoutSeconds: 300 + churn * 2 + s / 100,
+    });
+  }
+  if (soak) return { jobs, notes };
   const sizes: [number, number][] = quick
     ? [[1000, 10]]
     : [[1000, 10], [5000, 10], [10000, 10], [30000, 10], [5000, 50]];
@@ -67,13 +86,6 @@ export function plan(quick: boolean): { jobs: Job[]; notes: string[] } {
         label: `ours ${s}x${e} one-tx`,
         script: bench("sync_bench.ts"),
         args: ["--services", String(s), "--eps", String(e), "--chunk", "0", "--no-concurrent"],
-        timeoutSeconds: 600,
-      });
-      jobs.push({
-        group: "chunk",
-        label: `ours ${s}x${e} stream`,
-        script: bench("sync_bench.ts"),
-        args: ["--services", String(s), "--eps", String(e), "--stream", "--no-concurrent"],
         timeoutSeconds: 600,
       });
     }
@@ -189,9 +201,7 @@ export function table(lines: Line[]): string {
 /** Ours vs upstream cold sync, as ratios. */
 export function ratios(lines: Line[], upstreamErrors: Map<string, string>): string[] {
   const out: string[] = [];
-  const ours = lines.filter((l) =>
-    l.bench === "sync-cold" && l.chunk === "default" && l.stream === "default"
-  );
+  const ours = lines.filter((l) => l.bench === "sync-cold" && l.chunk === "default");
   for (const o of ours) {
     const key = `${o.services}x${o.eps}`;
     const up = lines.find((l) => l.bench === "upstream-cold" && `${l.services}x${l.eps}` === key);
@@ -224,11 +234,13 @@ if (import.meta.main) {
   const quick = flag("quick") !== undefined;
   const only = flag("only")?.split(",").filter((x) => x !== "");
   const jsonFile = flag("json");
-  const { jobs, notes } = plan(quick);
+  const sizes = flag("sizes")?.split(",").filter((x) => x !== "");
+  const { jobs, notes } = plan(quick, flag("soak") !== undefined);
   const all: Line[] = [];
   const upstreamErrors = new Map<string, string>();
   for (const job of jobs) {
     if (only && !only.includes(job.group)) continue;
+    if (sizes && !sizes.some((z) => job.label.includes(z))) continue;
     console.error(`bench: ${job.label} ...`);
     const r = await runJob(job);
     for (const l of r.lines) all.push(l);

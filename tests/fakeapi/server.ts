@@ -403,6 +403,14 @@ export class FakeApiServer {
       return status(f.status, "InternalError", `injected failure ${f.status}`);
     }
     if (req.method !== "GET") return status(405, "MethodNotAllowed", "only GET is served");
+    if (url.pathname === "/version") {
+      return Response.json({
+        major: "1",
+        minor: "34",
+        gitVersion: "v1.34.0-fake",
+        platform: "linux/amd64",
+      });
+    }
     const r = this.#route(url.pathname);
     if (!r || (r.info.kind === "ServiceCIDR" && !this.#serviceCIDRs)) {
       return status(404, "NotFound", "the server could not find the requested resource");

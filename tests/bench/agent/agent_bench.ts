@@ -1,0 +1,384 @@
+/**
+ * The end-to-end benchmark: what an operator sees. The real agent is started the way
+ * `deno task start` starts it, against the fake API server already holding N Services × E
+ * ready endpoints; a client in another namespace times real TCP connections to ClusterIPs,
+ * answered by backends in a third; RSS and CPU are read from /proc for the agent's process tree.
+ *
+ * Measured, each printed as one JSON line:
+ * - `agent-cold`: process start until every sampled ClusterIP answers, and the peak RSS;
+ * - `agent-steady`: RSS at rest after the cold start and a few full syncs;
+ * - `agent-endpoint-change` / `agent-new-service`: API write until traffic reaches the new
+ *   endpoint (each change on its own, spaced past --min-sync-period);
+ * - `agent-churn`: rolling-update EndpointSlice rewrites plus Service creates, deletes and port
+ *   changes at a fixed rate; latency of tracked changes, failed probes to unchanged Services,
+ *   the agent's CPU share, its pending-change backlog and RSS over time.
+ *
+ * Runs INSIDE the node namespace the driver (tests/bench/main.ts) made, and refuses otherwise.
+ * Usage: agent_bench.ts --services N --eps E [--churn-seconds S] [--churn-rate R]
+ *        [--settle-seconds S]
+ * Environment: KNP_BENCH_AGENT_LOG=FILE keeps the agent's output; KNP_BENCH_AGENT_ARGS adds
+ * agent flags (e.g. "--v=2"); KNP_BENCH_CHURN_SECONDS overrides the churn length.
+ *
+ * @module
+ */
+import { FakeApiServer } from "../../fakeapi/server.ts";
+import { AgentProcess, freePort, NETNS_SAFE_FLAGS } from "../../e2e/fixtures/agent_process.ts";
+import {
+  clusterIP,
+  type Ep,
+  freshIP,
+  initialEndpoints,
+  node,
+  NODE_NAME,
+  rollingStep,
+  service,
+  SERVICE_PORT,
+  serviceCIDR,
+  serviceName,
+  slice,
+} from "./cluster.ts";
+import { BenchNet, treeStat } from "./net.ts";
+import { now } from "./prober.ts";
+
+function arg(name: string, dflt: number): number {
+  const i = Deno.args.indexOf(`--${name}`);
+  return i >= 0 ? Number(Deno.args[i + 1]) : dflt;
+}
+
+function emit(line: Record<string, unknown>): void {
+  console.log(JSON.stringify(line));
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const target = (i: number) => `${clusterIP(i)}:${SERVICE_PORT}`;
+
+function quantile(xs: number[], q: number): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+}
+
+const round = (x: number) => Math.round(x * 10) / 10;
+
+/** Reads a few gauges from the agent's /metrics. */
+async function scrape(url: string, names: string[]): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  try {
+    const text = await (await fetch(url, { signal: AbortSignal.timeout(2000) })).text();
+    for (const n of names) {
+      const m = text.match(new RegExp(`^${n}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, "m"));
+      if (m) out[n] = Number(m[1]);
+    }
+  } catch { /* not answering: leave out */ }
+  return out;
+}
+
+const PENDING = [
+  "kubeproxy_sync_proxy_rules_endpoint_changes_pending",
+  "kubeproxy_sync_proxy_rules_service_changes_pending",
+];
+const HEAP = ["nodejs_heap_size_used_bytes", "nodejs_heap_size_total_bytes"];
+
+async function main(): Promise<void> {
+  if (Deno.env.get("KNP_IN_TEST_NETNS") !== "1") {
+    console.error("agent_bench.ts programs the kernel: run it through `deno task bench`");
+    Deno.exit(2);
+  }
+  const N = arg("services", 1000), E = arg("eps", 10);
+  // The environment may override the driver's choice, for quick diagnostic runs.
+  const churnSeconds = Number(Deno.env.get("KNP_BENCH_CHURN_SECONDS") ?? arg("churn-seconds", 60));
+  const churnRate = arg("churn-rate", 100);
+  const settleSeconds = arg("settle-seconds", 20);
+  const size = { services: N, eps: E };
+
+  const net = await BenchNet.create();
+  const api = FakeApiServer.start({ serviceCIDRs: true, bookmarkIntervalMs: 5000 });
+  const eps: Ep[][] = [];
+  api.apply(node());
+  api.apply(serviceCIDR());
+  for (let i = 0; i < N; i++) {
+    eps.push(initialEndpoints(i, E));
+    api.apply(service(i));
+    api.apply(slice(i, eps[i]));
+  }
+  // Sampled for the cold start and watched, never changed, during churn: spread over the list,
+  // with the last Service listed among them.
+  const sampled = new Set<number>();
+  for (let k = 0; k < 100; k++) sampled.add(Math.floor((k * N) / 100));
+  sampled.add(N - 1);
+  const others = [...Array(N).keys()].filter((i) => !sampled.has(i));
+  const tracked = others.slice(0, 20); // measured changes
+  const churnPool = others.slice(20);
+
+  const metricsPort = freePort(), healthzPort = freePort();
+  const kubeconfig = api.writeKubeconfig();
+  const args = [
+    `--kubeconfig=${kubeconfig}`,
+    `--hostname-override=${NODE_NAME}`,
+    "--cluster-cidr=198.18.1.0/24",
+    `--healthz-bind-address=127.0.0.1:${healthzPort}`,
+    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+    ...NETNS_SAFE_FLAGS,
+    ...(Deno.env.get("KNP_BENCH_AGENT_ARGS") ?? "").split(" ").filter((a) => a !== ""),
+  ];
+  const metrics = `http://127.0.0.1:${metricsPort}/metrics`;
+  const log = Deno.env.get("KNP_BENCH_AGENT_LOG");
+  const logFile = log ? Deno.openSync(log, { create: true, write: true, truncate: true }) : null;
+  const enc = new TextEncoder();
+
+  let agent: AgentProcess | undefined;
+  try {
+    // --- cold start
+    const coldAnswer = net.prober.send({
+      op: "all",
+      targets: [...sampled].map(target),
+      timeoutMs: 300_000,
+    });
+    await sleep(300); // the prober is polling: nothing answers yet
+    const t0 = now();
+    agent = AgentProcess.start(args, {
+      echo: (l) => logFile?.writeSync(enc.encode(`[${l.stream}] ${l.text}\n`)),
+    });
+    const pid = agent.pid;
+    let cold: Record<string, unknown>;
+    try {
+      cold = await Promise.race([
+        coldAnswer,
+        agent.status.then((s) => {
+          throw new Error(`the agent exited with ${s.code}\n${agent?.tail()}`);
+        }),
+      ]);
+    } catch (e) {
+      throw new Error(`${(e as Error).message}\n${agent.tail()}`);
+    }
+    const coldStat = treeStat(pid);
+    emit({
+      bench: "agent-cold",
+      ...size,
+      seconds: round(((cold.t as number) - t0) / 100) / 10,
+      sampled: sampled.size,
+      peakMB: coldStat.hwmMB,
+      rssMB: coldStat.rssMB,
+      cpuSeconds: round(coldStat.cpuSeconds),
+    });
+
+    // --- steady: a few full syncs (--sync-period) and the GC settle
+    await sleep(settleSeconds * 1000);
+    const steady = treeStat(pid);
+    const heap = await scrape(metrics, HEAP);
+    emit({
+      bench: "agent-steady",
+      ...size,
+      rssMB: steady.rssMB,
+      peakMB: steady.hwmMB,
+      ...(heap.nodejs_heap_size_used_bytes !== undefined
+        ? {
+          jsHeapUsedMB: Math.round(heap.nodejs_heap_size_used_bytes / 1048576),
+          jsHeapTotalMB: Math.round((heap.nodejs_heap_size_total_bytes ?? 0) / 1048576),
+          nativeMB: steady.rssMB - Math.round((heap.nodejs_heap_size_total_bytes ?? 0) / 1048576),
+        }
+        : {}),
+    });
+
+    // --- one endpoint change, then one new Service, each alone
+    let fresh = 0;
+    const epLat: number[] = [];
+    for (let k = 0; k < 10; k++) {
+      const i = tracked[k];
+      const ip = freshIP(fresh++);
+      eps[i] = [{ ip }];
+      await sleep(1200);
+      const t = now();
+      api.apply(slice(i, eps[i]));
+      epLat.push(await net.prober.latency(target(i), ip, t));
+    }
+    emit({
+      bench: "agent-endpoint-change",
+      ...size,
+      p50ms: round(quantile(epLat, 0.5)),
+      maxms: round(Math.max(...epLat)),
+      n: epLat.length,
+    });
+    const svcLat: number[] = [];
+    for (let k = 0; k < 5; k++) {
+      const i = N + k;
+      const ip = freshIP(fresh++);
+      await sleep(1200);
+      const t = now();
+      api.apply(service(i));
+      api.apply(slice(i, [{ ip }]));
+      svcLat.push(await net.prober.latency(target(i), ip, t));
+    }
+    emit({
+      bench: "agent-new-service",
+      ...size,
+      p50ms: round(quantile(svcLat, 0.5)),
+      maxms: round(Math.max(...svcLat)),
+      n: svcLat.length,
+    });
+
+    // --- churn
+    if (churnSeconds > 0) {
+      emit(
+        await churn({
+          api,
+          net,
+          pid,
+          metrics,
+          size,
+          seconds: churnSeconds,
+          rate: churnRate,
+          eps,
+          pool: churnPool,
+          tracked,
+          unchanged: [...sampled],
+          nextIP: () => freshIP(fresh++),
+          firstNewService: N + 5,
+        }),
+      );
+    }
+    const st = await agent.stop("SIGTERM");
+    if (st.code !== 0) throw new Error(`the agent exited with ${st.code}\n${agent.tail()}`);
+    agent = undefined;
+  } finally {
+    if (agent) await agent.stop("SIGKILL");
+    await api.close();
+    await net.close();
+    await Deno.remove(kubeconfig).catch(() => {});
+    logFile?.close();
+  }
+}
+
+interface ChurnOptions {
+  api: FakeApiServer;
+  net: BenchNet;
+  pid: number;
+  metrics: string;
+  size: { services: number; eps: number };
+  seconds: number;
+  rate: number;
+  eps: Ep[][];
+  pool: number[];
+  tracked: number[];
+  unchanged: number[];
+  nextIP: () => string;
+  firstNewService: number;
+}
+
+/**
+ * `rate` writes per second for `seconds`: 96% rolling-update steps of EndpointSlices, the rest
+ * Service creates, deletes and port changes. Twice a second one tracked Service gets a new
+ * endpoint and the prober times it.
+ */
+async function churn(o: ChurnOptions): Promise<Record<string, unknown>> {
+  const { api, net } = o;
+  await net.prober.send({ op: "watch", targets: o.unchanged.map(target) });
+  const rnd = mulberry32(42);
+  const created: number[] = [];
+  let nextNew = o.firstNewService;
+  const portChanged = new Set<number>();
+  let writes = 0, steps = 0;
+  const lat: number[] = [];
+  const rss: number[] = [];
+  const pending: number[] = [];
+  const cpu0 = (await Promise.resolve(treeStat(o.pid))).cpuSeconds;
+  const start = now();
+  const end = start + o.seconds * 1000;
+  let trackedK = 0;
+  const trackers: Promise<void>[] = [];
+  let nextTrack = start + 500, nextSample = start + 1000;
+
+  while (now() < end) {
+    const due = Math.floor(((now() - start) / 1000) * o.rate);
+    while (writes < due) {
+      writes++;
+      const r = rnd();
+      if (r < 0.96 || o.pool.length < 10) {
+        const i = o.pool[Math.floor(rnd() * o.pool.length)];
+        o.eps[i] = rollingStep(o.eps[i], steps++, o.nextIP);
+        api.apply(slice(i, o.eps[i]));
+      } else if (r < 0.975) {
+        const i = nextNew++;
+        created.push(i);
+        api.apply(service(i));
+        api.apply(slice(i, [{ ip: o.nextIP() }, { ip: o.nextIP() }]));
+      } else if (r < 0.99 && created.length > 0) {
+        const i = created.shift()!;
+        const { namespace, name } = serviceName(i);
+        api.remove("Service", namespace, name);
+        api.remove("EndpointSlice", namespace, `${name}-abcde`);
+      } else {
+        const i = o.pool[Math.floor(rnd() * o.pool.length)];
+        const svc = service(i);
+        const ports = (svc.spec as { ports: { port: number }[] }).ports;
+        if (!portChanged.has(i)) ports[0].port = SERVICE_PORT + 1;
+        portChanged.has(i) ? portChanged.delete(i) : portChanged.add(i);
+        api.apply(svc);
+      }
+    }
+    const t = now();
+    if (t >= nextTrack) {
+      nextTrack += 500;
+      const i = o.tracked[trackedK++ % o.tracked.length];
+      const ip = o.nextIP();
+      o.eps[i] = [{ ip }];
+      const tw = now();
+      api.apply(slice(i, o.eps[i]));
+      trackers.push(net.prober.latency(target(i), ip, tw).then((ms) => void lat.push(ms)));
+    }
+    if (t >= nextSample) {
+      nextSample += 1000;
+      rss.push(treeStat(o.pid).rssMB);
+      const m = await scrape(o.metrics, PENDING);
+      pending.push(Object.values(m).reduce((a, b) => a + b, 0));
+    }
+    await sleep(5);
+  }
+  const wall = (now() - start) / 1000;
+  const cpu = treeStat(o.pid).cpuSeconds - cpu0;
+  await Promise.all(trackers);
+  const watch = await net.prober.send({ op: "unwatch" });
+  const firstMinute = rss.slice(0, Math.min(rss.length, 60));
+  const afterWarmup = rss.slice(Math.min(10, rss.length - 1));
+  return {
+    bench: "agent-churn",
+    ...o.size,
+    seconds: Math.round(wall),
+    writesPerSecond: round(writes / wall),
+    trackedP50ms: round(quantile(lat, 0.5)),
+    trackedP99ms: round(quantile(lat, 0.99)),
+    trackedMaxms: round(Math.max(...lat)),
+    tracked: lat.length,
+    cpuShare: Math.round((cpu / wall) * 100) / 100,
+    unchangedProbes: watch.probes,
+    unchangedFailures: watch.failures,
+    ...(Number(watch.failures) > 0 ? { failureExamples: watch.examples } : {}),
+    pendingMax: pending.length ? Math.max(...pending) : -1,
+    pendingLast: pending.at(-1) ?? -1,
+    rssFirstMinuteMB: firstMinute.length ? Math.max(...firstMinute) : -1,
+    rssMinMB: Math.min(...afterWarmup),
+    rssMaxMB: Math.max(...afterWarmup),
+    rssLastMB: rss.at(-1) ?? -1,
+  };
+}
+
+/** A small seeded PRNG, so runs make the same changes. */
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+if (import.meta.main) {
+  try {
+    await main();
+  } catch (e) {
+    console.error(`agent_bench: ${(e as Error).stack ?? e}`);
+    Deno.exit(1);
+  }
+}
