@@ -12,6 +12,7 @@
  * @module
  */
 import { HttpMethod, type KubeConfig, RequestContext } from "@kubernetes/client-node";
+import { httpStatus, timedRequest } from "./rest_metrics.ts";
 
 interface TlsOptions {
   ca?: string | Uint8Array;
@@ -79,11 +80,12 @@ export class ApiFetch {
     const ctx = new RequestContext(url.toString(), HttpMethod.GET);
     await this.#kc.applySecurityAuthentication(ctx);
     const client = await this.#httpClient();
-    return await fetch(url, {
-      headers: ctx.getHeaders(),
-      ...(signal ? { signal } : {}),
-      ...(client ? { client } : {}),
-    });
+    return await timedRequest("GET", url, () =>
+      fetch(url, {
+        headers: ctx.getHeaders(),
+        ...(signal ? { signal } : {}),
+        ...(client ? { client } : {}),
+      }), httpStatus);
   }
 
   /** The error for a non-2xx response (its body read for the Status reason). */

@@ -8,6 +8,7 @@
 import { AGENT_VERSION, type AgentConfig, parseArgs, usage, UsageError } from "./flags.ts";
 import { Logger, type LogSink } from "./log.ts";
 import { createMetrics, serveMetrics } from "./metrics.ts";
+import { setRestClientMetrics } from "./rest_metrics.ts";
 import { ProxierHealthServer, ServiceHealthServers } from "./health.ts";
 import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
 import { type ProxyInformers, startProxyInformers } from "./informers.ts";
@@ -161,6 +162,8 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
   if (!cfg.dryRun) openClient(4, false).close();
 
   const metrics = createMetrics();
+  // Every request to the API server from here on is counted (client-go's rest client metrics).
+  setRestClientMetrics(metrics.restClient);
   const health = new ProxierHealthServer({
     healthTimeoutMs: 2 * cfg.syncPeriodMs,
     metrics,

@@ -30,6 +30,7 @@ import type { Logger } from "./log.ts";
 import { NativeWatch } from "./native_watch.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { pagedList } from "./paged_list.ts";
+import { httpStatus, timedRequest } from "./rest_metrics.ts";
 import { slimEndpointSlice, slimNode, slimService, slimServiceCIDR } from "./slim.ts";
 
 /** Callbacks of a supervised informer. */
@@ -439,7 +440,10 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
       return await pagedList(api, path, q, slim) as unknown as Awaited<ReturnType<ListFn<unknown>>>;
     }
     // Typed client objects (Date fields) -> the plain JSON watch events carry.
-    const res = JSON.parse(JSON.stringify(await typed(q)));
+    const url = (opts.kc.getCurrentCluster()?.server ?? "") + path;
+    const res = JSON.parse(
+      JSON.stringify(await timedRequest("GET", url, () => typed(q), httpStatus)),
+    );
     res.items = res.items.map(slim);
     return res;
   };
@@ -501,8 +505,9 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
   );
   for (const s of sups) s.start();
   const version = opts.kc.makeApiClient(VersionApi);
+  const server = opts.kc.getCurrentCluster()?.server ?? "";
   const probe = new ApiProbe(
-    () => version.getCode().then(() => {}),
+    () => reachable(api, version, server),
     (reason) => {
       for (const s of sups) s.restart(reason);
     },
@@ -529,6 +534,23 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
       await Promise.all(sups.map((s) => s.stop()));
     },
   };
+}
+
+/**
+ * GET /version. Any HTTP answer, even an error status, shows the server is reachable: only a
+ * request that gets no response fails.
+ */
+export async function reachable(api: ApiFetch, version: VersionApi, server: string): Promise<void> {
+  if (await api.usable()) {
+    const res = await api.get("/version", {});
+    await res.body?.cancel();
+    return;
+  }
+  try {
+    await timedRequest("GET", server + "/version", () => version.getCode(), httpStatus);
+  } catch (e) {
+    if (httpStatus(e) === undefined) throw e;
+  }
 }
 
 /**

@@ -5,6 +5,8 @@
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { splitHostPort } from "./flags.ts";
+import { createRestClientMetrics, type RestClientMetrics } from "./rest_metrics.ts";
+import { registerProcessMetrics } from "./process_metrics.ts";
 
 /** IP family label value, as upstream spells it (v1.IPFamily). */
 export type IPFamilyLabel = "IPv4" | "IPv6";
@@ -76,11 +78,14 @@ export interface ProxyMetrics {
   proxyHealthzTotal: Counter<"code">;
   /** kubeproxy_proxy_livez_total{code}. */
   proxyLivezTotal: Counter<"code">;
+  /** rest_client_requests_total and rest_client_request_duration_seconds (client-go's). */
+  restClient: RestClientMetrics;
 }
 
 /** Creates a fresh registry holding every kube-proxy metric and returns typed handles. */
 export function createMetrics(): ProxyMetrics {
   const registry = new Registry();
+  registerProcessMetrics(registry);
   const registers = [registry];
   const fam = ["ip_family"] as const;
   const hist = (name: string, help: string, buckets: readonly number[]) =>
@@ -174,6 +179,7 @@ export function createMetrics(): ProxyMetrics {
       labelNames: ["code"] as const,
       registers,
     }),
+    restClient: createRestClientMetrics(registry),
   };
 }
 

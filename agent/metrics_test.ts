@@ -26,6 +26,15 @@ const EXPECTED: Array<[string, string, string[]]> = [
   ["kubeproxy_conntrack_reconciler_deleted_entries_total", "counter", ["ip_family"]],
   ["kubeproxy_proxy_healthz_total", "counter", ["code"]],
   ["kubeproxy_proxy_livez_total", "counter", ["code"]],
+  ["rest_client_requests_total", "counter", ["code", "method", "host"]],
+  ["rest_client_request_duration_seconds", "histogram", ["verb", "host"]],
+  ["process_cpu_seconds_total", "counter", []],
+  ["process_resident_memory_bytes", "gauge", []],
+  ["process_virtual_memory_bytes", "gauge", []],
+  ["process_start_time_seconds", "gauge", []],
+  ["process_open_fds", "gauge", []],
+  ["process_max_fds", "gauge", []],
+  ["nodejs_heap_size_used_bytes", "gauge", []],
 ];
 
 Deno.test("bucket layouts match upstream", () => {
@@ -57,6 +66,8 @@ Deno.test("every metric is exposed with its type and labels", async () => {
   m.conntrackReconcilerDeletedEntriesTotal.inc({ ip_family: "IPv4" }, 5);
   m.proxyHealthzTotal.inc({ code: "200" });
   m.proxyLivezTotal.inc({ code: "503" });
+  m.restClient.requests.inc({ code: "200", method: "GET", host: "10.0.0.1:6443" });
+  m.restClient.duration.observe({ verb: "GET", host: "10.0.0.1:6443" }, 0.01);
 
   const res = await metricsHandler(new Request("http://x/metrics"), m.registry);
   assert.equal(res.status, 200);

@@ -27,6 +27,7 @@ const symbols = {
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   close: { parameters: ["i32"], result: "i32" },
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
   strerror: { parameters: ["i32"], result: "pointer" },
 } as const;
@@ -101,4 +102,17 @@ export function writeTextFileSync(path: string, text: string): void {
   } finally {
     l.close(fd);
   }
+}
+
+const F_GETFD = 1;
+
+/**
+ * How many file descriptors below `tableSize` are open (fcntl F_GETFD on each). Deno refuses
+ * to list /proc/self/fd without --allow-all; `tableSize` is FDSize from /proc/self/status.
+ */
+export function countOpenFds(tableSize: number): number {
+  const l = lib();
+  let n = 0;
+  for (let fd = 0; fd < tableSize; fd++) if (l.fcntl(fd, F_GETFD, 0) >= 0) n++;
+  return n;
 }

@@ -12,6 +12,7 @@
  */
 import assert from "node:assert/strict";
 import { FakeApiServer, type KObject } from "../fakeapi/server.ts";
+import { MIXIN_SELECTORS, parseExposition, select } from "../mixin_selectors.ts";
 import { run } from "../netns.ts";
 import { assertInNetns, NODE4, NODE6, type ProbeResult, Topology } from "../topology.ts";
 import {
@@ -167,8 +168,13 @@ async function nftTable(family: "ip" | "ip6"): Promise<string | undefined> {
 }
 
 /** How many list (not watch) requests the fake API server has answered. */
+/** A list request (not a watch, not the /version probe). */
+function isList(path: string): boolean {
+  return path.startsWith("/api") && !/[?&]watch=/.test(path);
+}
+
 function listRequests(api: FakeApiServer): number {
-  return api.requests.filter((p) => !/[?&]watch=/.test(p)).length;
+  return api.requests.filter(isList).length;
 }
 
 /** Sample value of a metric line such as `name{ip_family="IPv4"} 3`. */
@@ -411,10 +417,15 @@ Deno.test({
         assert.ok(listRequests(api) > lists0, "no re-list after 410 Gone");
         // After the re-list the watch resumes (client-node waits ~1 s first); the Services that
         // did not change must survive that, not be dropped as "gone from the list".
-        const relist = n0 + api.requests.slice(n0).findIndex((p) => !/[?&]watch=/.test(p));
+        const relist = n0 + api.requests.slice(n0).findIndex(isList);
         await eventually("the watch resuming after the re-list", () => {
           const after = api.requests.slice(relist + 1);
-          return after.some((p) => p.startsWith("/api/v1/services?watch=")) ? true : undefined;
+          const resumed = after.some((p) =>
+            p.startsWith("/api/v1/services?") && /[?&]watch=/.test(p)
+          );
+          return resumed ? true : undefined;
+        }).catch((e) => {
+          throw new Error(`${e.message}: ${JSON.stringify(api.requests.slice(n0))}`);
         });
         await new Promise((r) => setTimeout(r, 500));
         await reaches("client", "udp", "198.19.0.53", 53, ["a", "b"]);
@@ -435,6 +446,40 @@ Deno.test({
           await reaches("client", "tcp", "198.19.0.40", 80, ["a"], 60_000);
         },
       });
+
+      await t.step(
+        "the kubernetes-mixin kube-proxy dashboard's selectors find series",
+        async () => {
+          // By now the agent has had 200s and unanswered requests (the outage). A busy API
+          // server also answers 429 and 500: the probe meets one of each, and both panels get a
+          // series.
+          api.failNext(1, 429, (p) => p.startsWith("/version"));
+          api.failNext(1, 500, (p) => p.startsWith("/version"));
+          await eventually(
+            "a 4xx and a 5xx counted",
+            async () => {
+              const s = parseExposition((await httpGet(metricsUrl)).body);
+              const n4 = select(s, 'rest_client_requests_total{code=~"4.."}').length;
+              const n5 = select(s, 'rest_client_requests_total{code=~"5.."}').length;
+              return n4 && n5 ? true : undefined;
+            },
+            30_000,
+            500,
+          );
+          const series = parseExposition((await httpGet(metricsUrl)).body);
+          const missing: string[] = [], unexpected: string[] = [];
+          for (const m of MIXIN_SELECTORS) {
+            const found = select(series, m.selector).length > 0;
+            if (!found && !m.absentBecause) missing.push(`${m.panel}: ${m.selector}`);
+            if (found && m.absentBecause) unexpected.push(`${m.panel}: ${m.selector}`);
+          }
+          const rest = series.filter((x) => x.name === "rest_client_requests_total");
+          assert.deepEqual(missing, [], `dashboard panels with no series; ${JSON.stringify(rest)}`);
+          assert.deepEqual(unexpected, [], "series docs/monitoring.md says are absent");
+          const rss = select(series, "process_resident_memory_bytes")[0].value;
+          assert.ok(rss > 20e6 && rss < 4e9, `implausible RSS ${rss}`);
+        },
+      );
 
       await t.step("SIGTERM: exit 0, rules stay, traffic keeps flowing", async () => {
         const st = await agent.stop("SIGTERM");
