@@ -9,6 +9,7 @@ import { AGENT_VERSION, type AgentConfig, parseArgs, usage, UsageError } from ".
 import { Logger, type LogSink } from "./log.ts";
 import { createMetrics, serveMetrics } from "./metrics.ts";
 import { setRestClientMetrics } from "./rest_metrics.ts";
+import { installHeapSnapshotSignal } from "./heap_snapshot.ts";
 import { ProxierHealthServer, ServiceHealthServers } from "./health.ts";
 import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
 import { type ProxyInformers, startProxyInformers } from "./informers.ts";
@@ -315,6 +316,7 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   for (const s of signals) Deno.addSignalListener(s, onSignal);
   signal?.addEventListener("abort", onSignal);
+  const uninstallHeapSnapshot = installHeapSnapshotSignal(log);
 
   // The IP families follow from the node's IPs, so wait (bounded) for the Node.
   const timer = new Promise<void>((res) => setTimeout(res, NODE_WAIT_MS));
@@ -376,6 +378,7 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
 
   await stopped;
   for (const s of signals) Deno.removeSignalListener(s, onSignal);
+  uninstallHeapSnapshot();
   await informers.stop();
   await engine.stop();
   worker?.close();

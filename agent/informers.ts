@@ -1,14 +1,19 @@
 /**
  * Supervised informers for the objects the proxy watches.
  *
- * client-node's informer (ListWatch) stops for good on an HTTP 500 or a failed list, and a
- * watch the server closes can die silently (platform notes). {@link WatchSupervisor} wraps one
- * ListWatch and:
+ * client-node's informer (ListWatch) stops for good on an HTTP 500 or a failed list, a watch
+ * the server closes can die silently (platform notes), it re-lists whenever a watch ends, and
+ * it keeps a second copy of every object. {@link WatchSupervisor} runs its own list and watch
+ * (paged lists and watches over native fetch) and:
  * - restarts it with capped exponential backoff (1 s .. 30 s by default) after an error;
  * - asks for BOOKMARK events and runs a watchdog: no event or bookmark for `watchdogMs` ->
  *   restart;
  * - on a restart (a fresh list), delivers only the difference against what it delivered
  *   before (adds, updates with the old object, deletes), so consumers stay exactly current;
+ * - resumes a watch the server ended from the last resourceVersion seen, as client-go does,
+ *   and re-lists only after an error or 410 Gone;
+ * - keeps only an identity stub per object when told to (`keep`), so the consumer holds the
+ *   only full copy;
  * - reports `synced` and per-resource health (for /healthz).
  * {@link startProxyInformers} also probes the API server: a crashed server's watches die without
  * an error on this runtime, so once it has been unreachable and answers again, every watch is
@@ -22,7 +27,6 @@ import {
   type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
-  ListWatch,
   NetworkingV1Api,
   VersionApi,
 } from "@kubernetes/client-node";
@@ -31,7 +35,7 @@ import { NativeWatch } from "./native_watch.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { pagedList } from "./paged_list.ts";
 import { httpStatus, timedRequest } from "./rest_metrics.ts";
-import { slimEndpointSlice, slimNode, slimService, slimServiceCIDR } from "./slim.ts";
+import { identityOf, slimEndpointSlice, slimNode, slimService, slimServiceCIDR } from "./slim.ts";
 
 /** Callbacks of a supervised informer. */
 export interface InformerHandlers<T> {
@@ -90,6 +94,12 @@ export interface WatchSupervisorOptions<T> {
    * before anything keeps it (default: keep objects whole).
    */
   slim?: (o: Record<string, unknown>) => Record<string, unknown>;
+  /**
+   * What to keep of a delivered object for later updates and deletes (handed back as the old
+   * object); default: the object itself. Keeping an identity stub instead of the object means
+   * the only full copy is the consumer's.
+   */
+  keep?: (o: Record<string, unknown>) => Record<string, unknown>;
 }
 
 type Obj = KubernetesObject;
@@ -119,8 +129,7 @@ export class WatchSupervisor<T> {
   readonly #watchdogMs: number;
   readonly #delivered = new Map<string, T>();
   #gen = 0;
-  #lw?: ListWatch<Obj>;
-  #seen?: Set<string>;
+  #abort?: AbortController;
   #lastActivity = 0;
   #failures = 0;
   #needReset = false;
@@ -179,88 +188,128 @@ export class WatchSupervisor<T> {
   }
 
   /** Stops for good. */
-  async stop(): Promise<void> {
+  stop(): Promise<void> {
     this.#stopped = true;
     this.#gen++;
     clearTimeout(this.#restartTimer);
     clearInterval(this.#watchdog);
-    const lw = this.#lw;
-    this.#lw = undefined;
-    if (lw) await lw.stop();
+    this.#abort?.abort();
+    this.#abort = undefined;
+    return Promise.resolve();
   }
 
   #launch(): void {
     const gen = ++this.#gen;
     this.#watching = false;
-    const o = this.#o;
-    const slim = o.slim;
-    const watch = new NativeWatch(o.kc);
-    const realWatch = watch.watch.bind(watch);
-    // Every (re)connect of the watch passes here: the list before it is complete.
-    watch.watch = (path, params, cb, done) => {
-      if (gen === this.#gen) this.#watchStarted();
-      return realWatch(
-        path,
-        { ...params, allowWatchBookmarks: true },
-        (phase, obj, raw) => {
-          if (gen === this.#gen) {
-            this.#activity();
-            const rv = (obj as Obj | undefined)?.metadata?.resourceVersion;
-            if (rv && phase !== "ERROR") this.#lastRv = rv;
-          }
-          const keep = slim && phase !== "ERROR" && phase !== "BOOKMARK" && obj !== null &&
-            typeof obj === "object";
-          cb(phase, keep ? slim(obj as Record<string, unknown>) : obj, raw);
-        },
-        done,
-      );
-    };
-    const list = async () => {
-      if (gen === this.#gen) this.#seen = new Set();
-      const rv = this.#lastRv;
-      const res = await o.list({
-        labelSelector: o.labelSelector,
-        fieldSelector: o.fieldSelector,
-        ...(rv === "" ? {} : { resourceVersion: rv }),
-        ...(rv === "" || rv === "0" ? {} : { resourceVersionMatch: "NotOlderThan" }),
-      });
-      if (gen === this.#gen && res.metadata?.resourceVersion) {
-        this.#lastRv = res.metadata.resourceVersion;
+    this.#run(gen).catch((err) => gen === this.#gen && this.#onError(err));
+  }
+
+  /**
+   * List, deliver the difference, then watch from the list's version until something fails.
+   * 410 Gone from the watch is routine (the version was compacted away): list again at once.
+   */
+  async #run(gen: number): Promise<void> {
+    for (;;) {
+      await this.#listOnce(gen);
+      try {
+        // As client-go's reflector: a watch the server ends cleanly resumes from the last
+        // version seen, without a new list.
+        while (gen === this.#gen) await this.#watchOnce(gen);
+        return;
+      } catch (err) {
+        if (gen !== this.#gen || statusOf(err) !== 410) throw err;
+        this.#o.log?.info("Watch expired (410 Gone); listing again", { resource: this.#o.name }, 2);
+        this.#lastRv = "";
       }
-      const plain = res as KubernetesListObject<Obj>;
-      // ListWatch's own re-list (after 410 Gone) calls back only for changed items, so mark
-      // every listed item seen here, or #watchStarted would delete the unchanged ones.
-      const seen = gen === this.#gen ? this.#seen : undefined;
-      for (const item of plain.items) seen?.add(keyOf(item));
-      return plain;
-    };
-    const lw = new ListWatch<Obj>(
-      o.path,
-      watch,
-      list,
-      false,
-      o.labelSelector,
-      o.fieldSelector,
-    );
-    lw.on("add", (obj) => gen === this.#gen && this.#onAddOrUpdate(obj));
-    lw.on("update", (obj) => gen === this.#gen && this.#onAddOrUpdate(obj));
-    lw.on("delete", (obj) => gen === this.#gen && this.#onDelete(obj));
-    lw.on("error", (err) => gen === this.#gen && this.#onError(err));
-    this.#lw = lw;
-    this.#lastActivity = Date.now();
-    lw.start().catch((err) => gen === this.#gen && this.#onError(err));
+    }
+  }
+
+  async #listOnce(gen: number): Promise<void> {
+    const o = this.#o;
+    const rv = this.#lastRv;
+    const res = await o.list({
+      labelSelector: o.labelSelector,
+      fieldSelector: o.fieldSelector,
+      ...(rv === "" ? {} : { resourceVersion: rv }),
+      ...(rv === "" || rv === "0" ? {} : { resourceVersionMatch: "NotOlderThan" }),
+    });
+    if (gen !== this.#gen) return;
+    this.#activity();
+    if (res.metadata?.resourceVersion) this.#lastRv = res.metadata.resourceVersion;
+    const seen = new Set<string>();
+    for (const item of (res as KubernetesListObject<Obj>).items) {
+      seen.add(keyOf(item));
+      this.#onAddOrUpdate(item);
+    }
+    // Whatever was delivered before and the fresh list lacks is gone.
+    for (const [key, kept] of [...this.#delivered]) {
+      if (!seen.has(key)) {
+        this.#delivered.delete(key);
+        o.handlers.onDelete(kept);
+      }
+    }
+    if (!this.#synced) {
+      this.#synced = true;
+      o.log?.info("Informer synced", { resource: o.name, objects: seen.size }, 2);
+      o.handlers.onSynced?.();
+    }
+    this.#needReset = true;
+    this.#setHealthy(true);
+  }
+
+  /** One watch request, until the server ends it; rejects on any failure. */
+  #watchOnce(gen: number): Promise<void> {
+    const o = this.#o;
+    return new Promise<void>((resolve, reject) => {
+      const watch = new NativeWatch(o.kc);
+      const done = (err: unknown) => (err ? reject(err) : resolve());
+      const onEvent = (phase: string, obj: unknown) => {
+        if (gen !== this.#gen) return;
+        this.#activity();
+        if (phase === "ERROR") {
+          // A Status in the stream, typically 410 Gone: the version is compacted away.
+          const st = obj as { code?: number; message?: string } | null;
+          done(Object.assign(new Error(st?.message ?? "watch error"), { code: st?.code }));
+          return;
+        }
+        if (obj === null || typeof obj !== "object") return;
+        const rv = (obj as Obj).metadata?.resourceVersion;
+        if (rv) this.#lastRv = rv;
+        if (phase === "BOOKMARK") return;
+        const item = (o.slim ? o.slim(obj as Record<string, unknown>) : obj) as Obj;
+        if (phase === "DELETED") this.#onDelete(item);
+        else this.#onAddOrUpdate(item);
+      };
+      watch.watch(
+        o.path,
+        {
+          labelSelector: o.labelSelector,
+          fieldSelector: o.fieldSelector,
+          resourceVersion: this.#lastRv,
+          allowWatchBookmarks: true,
+        },
+        onEvent,
+        done,
+      ).then((ctrl) => {
+        if (gen !== this.#gen) ctrl.abort();
+        else {
+          this.#abort = ctrl;
+          this.#watchStarted();
+        }
+      }, reject);
+    });
   }
 
   #onAddOrUpdate(obj: Obj): void {
     const key = keyOf(obj);
-    this.#seen?.add(key);
     const t = obj as unknown as T;
     const old = this.#delivered.get(key) as Obj | undefined;
+    const keep = (this.#o.keep ? this.#o.keep(obj as Record<string, unknown>) : t) as T;
     if (!old) {
-      this.#delivered.set(key, t);
+      this.#delivered.set(key, keep);
       this.#o.handlers.onAdd(t);
     } else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) {
-      this.#delivered.set(key, t);
+      this.#delivered.set(key, keep);
       this.#o.handlers.onUpdate(old as unknown as T, t);
     }
   }
@@ -273,23 +322,6 @@ export class WatchSupervisor<T> {
   }
 
   #watchStarted(): void {
-    const seen = this.#seen;
-    this.#seen = undefined;
-    if (seen) {
-      // A fresh list just finished: whatever we delivered and it lacks is gone.
-      for (const [key, obj] of [...this.#delivered]) {
-        if (!seen.has(key)) {
-          this.#delivered.delete(key);
-          this.#o.handlers.onDelete(obj);
-        }
-      }
-      if (!this.#synced) {
-        this.#synced = true;
-        this.#o.log?.info("Informer synced", { resource: this.#o.name, objects: seen.size }, 2);
-        this.#o.handlers.onSynced?.();
-      }
-      this.#needReset = true;
-    }
     this.#watching = true;
     this.#lastActivity = Date.now();
     this.#setHealthy(true);
@@ -345,11 +377,10 @@ export class WatchSupervisor<T> {
 
   #restart(reason: string): void {
     if (this.#stopped) return;
-    const old = this.#lw;
-    this.#lw = undefined;
-    this.#gen++; // silences callbacks of the old informer, including stop()'s AbortError
+    this.#gen++; // silences callbacks of the old list/watch, including its AbortError
     this.#watching = false;
-    if (old) void old.stop().catch(() => {});
+    this.#abort?.abort();
+    this.#abort = undefined;
     this.#setHealthy(false);
     const delay = Math.min(this.#maxBackoff, this.#initialBackoff * 2 ** this.#failures);
     this.#failures++;
@@ -482,7 +513,7 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
     h.services,
     slimService,
     (q) => core.listServiceForAllNamespaces(q),
-    { labelSelector: SERVICE_SELECTOR },
+    { labelSelector: SERVICE_SELECTOR, keep: identityOf },
   );
   add(
     "endpointslices",
@@ -490,7 +521,7 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
     h.endpointSlices,
     slimEndpointSlice,
     (q) => discovery.listEndpointSliceForAllNamespaces(q),
-    { labelSelector: ENDPOINTSLICE_SELECTOR },
+    { labelSelector: ENDPOINTSLICE_SELECTOR, keep: identityOf },
   );
   add("node", "/api/v1/nodes", h.node, slimNode, (q) => core.listNode(q), {
     fieldSelector: `metadata.name=${opts.nodeName}`,

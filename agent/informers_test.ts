@@ -208,7 +208,7 @@ Deno.test("a watch that goes silent is restarted by the watchdog", async () => {
   }
 });
 
-Deno.test("410 after compaction: client-node re-lists, no duplicate deliveries", async () => {
+Deno.test("410 after compaction: the informer re-lists at once, no duplicate deliveries", async () => {
   const { api, kc } = setup({ bookmarkIntervalMs: 10_000 });
   const r = recorder();
   const { sup } = serviceSupervisor(kc, r.handlers, { watchdogMs: 60_000 });

@@ -28,6 +28,23 @@ function pick(o: unknown, keys: readonly string[]): Json | undefined {
   return out;
 }
 
+/**
+ * Strings that repeat across objects (namespaces, node and zone names, protocols, port names)
+ * are kept once: JSON.parse makes a fresh copy of every occurrence. Bounded, so a hostile
+ * stream of distinct names cannot grow it without end.
+ */
+const interned = new Map<string, string>();
+const INTERN_MAX = 100_000;
+
+/** The shared copy of `v` when it is a string. */
+export function intern<T>(v: T): T {
+  if (typeof v !== "string") return v;
+  const hit = interned.get(v);
+  if (hit !== undefined) return hit as T;
+  if (interned.size < INTERN_MAX) interned.set(v, v);
+  return v;
+}
+
 /** `f` over an array's items; anything else as it is (the trackers report it). */
 function each(v: unknown, f: (x: unknown) => unknown): unknown {
   return Array.isArray(v) ? v.map(f) : v;
@@ -35,6 +52,7 @@ function each(v: unknown, f: (x: unknown) => unknown): unknown {
 
 function meta(m: unknown, labels: readonly string[], annotations: readonly string[]): Json {
   const out = pick(m, ["name", "namespace", "resourceVersion", "deletionTimestamp"]) ?? {};
+  if (out.namespace !== undefined) out.namespace = intern(out.namespace);
   if (isObj(m)) {
     const l = pick(m.labels, labels);
     if (l !== undefined && Object.keys(l).length > 0) out.labels = l;
@@ -66,7 +84,10 @@ export function slimService(o: Json): Json {
       "ipFamilies",
     ])!;
     if (spec.ports !== undefined) {
-      s.ports = each(spec.ports, (p) => pick(p, ["name", "protocol", "port", "nodePort"]));
+      s.ports = each(
+        spec.ports,
+        (p) => internFields(pick(p, ["name", "protocol", "port", "nodePort"])),
+      );
     }
     out.spec = s;
   } else if (o.spec !== undefined) out.spec = o.spec;
@@ -82,18 +103,42 @@ export function slimEndpointSlice(o: Json): Json {
   const out: Json = { metadata: meta(o.metadata, SLICE_LABELS, [TRIGGER_TIME]) };
   if (o.addressType !== undefined) out.addressType = o.addressType;
   if (o.ports !== undefined) {
-    out.ports = each(o.ports, (p) => pick(p, ["name", "protocol", "port"]));
+    out.ports = each(o.ports, (p) => internFields(pick(p, ["name", "protocol", "port"])));
   }
   if (o.endpoints !== undefined) {
     out.endpoints = each(o.endpoints, (e) => {
       const x = pick(e, ["addresses", "conditions", "nodeName", "zone", "hints"]);
-      if (isObj(x) && isObj(x.conditions)) {
-        x.conditions = pick(x.conditions, ["ready", "serving", "terminating"]);
+      if (isObj(x)) {
+        if (isObj(x.conditions)) {
+          x.conditions = pick(x.conditions, ["ready", "serving", "terminating"]);
+        }
+        if (x.nodeName !== undefined) x.nodeName = intern(x.nodeName);
+        if (x.zone !== undefined) x.zone = intern(x.zone);
       }
       return x;
     });
   }
   return out;
+}
+
+function internFields(p: Json | undefined): Json | undefined {
+  if (isObj(p)) {
+    if (p.name !== undefined) p.name = intern(p.name);
+    if (p.protocol !== undefined) p.protocol = intern(p.protocol);
+  }
+  return p;
+}
+
+/**
+ * What the informer keeps of a delivered Service or EndpointSlice to hand back as the old
+ * object: its identity, version and the label tying a slice to its Service.
+ */
+export function identityOf(o: Json): Json {
+  const m = isObj(o.metadata) ? o.metadata : {};
+  const out = pick(m, ["name", "namespace", "resourceVersion"]) ?? {};
+  const svc = isObj(m.labels) ? m.labels[LABEL_SERVICE_NAME] : undefined;
+  if (svc !== undefined) out.labels = { [LABEL_SERVICE_NAME]: svc };
+  return { metadata: out };
 }
 
 /** This node as the proxier and the health server read it. */
