@@ -87,6 +87,8 @@ export interface WatchSupervisorOptions<T> {
   maxBackoffMs?: number;
   /** Restart when no event or bookmark arrived for this long; default 300000 ms. */
   watchdogMs?: number;
+  /** Interval of the "still waiting" warning while a list is unanswered; default 10 s. */
+  slowListWarnMs?: number;
   /** A 404 on list means the API does not exist: log once, report synced and empty, stop. */
   optional?: boolean;
   /**
@@ -103,6 +105,9 @@ export interface WatchSupervisorOptions<T> {
 }
 
 type Obj = KubernetesObject;
+
+/** Watch event types (besides ERROR) of the Kubernetes API. */
+const KNOWN_EVENTS = new Set(["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]);
 
 function keyOf(o: Obj): string {
   return `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}`;
@@ -227,12 +232,26 @@ export class WatchSupervisor<T> {
   async #listOnce(gen: number): Promise<void> {
     const o = this.#o;
     const rv = this.#lastRv;
-    const res = await o.list({
-      labelSelector: o.labelSelector,
-      fieldSelector: o.fieldSelector,
-      ...(rv === "" ? {} : { resourceVersion: rv }),
-      ...(rv === "" || rv === "0" ? {} : { resourceVersionMatch: "NotOlderThan" }),
-    });
+    // A slow list is waited for (the rules already programmed keep serving), but said.
+    const started = Date.now();
+    const slow = setInterval(() => {
+      if (gen !== this.#gen) return;
+      o.log?.warn("Listing is slow; still waiting for the API server", {
+        resource: o.name,
+        waitedSeconds: Math.round((Date.now() - started) / 1000),
+      });
+    }, o.slowListWarnMs ?? 10_000);
+    let res;
+    try {
+      res = await o.list({
+        labelSelector: o.labelSelector,
+        fieldSelector: o.fieldSelector,
+        ...(rv === "" ? {} : { resourceVersion: rv }),
+        ...(rv === "" || rv === "0" ? {} : { resourceVersionMatch: "NotOlderThan" }),
+      });
+    } finally {
+      clearInterval(slow);
+    }
     if (gen !== this.#gen) return;
     this.#activity();
     if (res.metadata?.resourceVersion) this.#lastRv = res.metadata.resourceVersion;
@@ -261,7 +280,14 @@ export class WatchSupervisor<T> {
   #watchOnce(gen: number): Promise<void> {
     const o = this.#o;
     return new Promise<void>((resolve, reject) => {
-      const watch = new NativeWatch(o.kc);
+      const watch = new NativeWatch(
+        o.kc,
+        (line) =>
+          o.log?.warn("Watch sent a line that is not JSON; skipped", {
+            resource: o.name,
+            line: line.length > 120 ? line.slice(0, 120) + "..." : line,
+          }),
+      );
       const done = (err: unknown) => (err ? reject(err) : resolve());
       const onEvent = (phase: string, obj: unknown) => {
         if (gen !== this.#gen) return;
@@ -272,7 +298,14 @@ export class WatchSupervisor<T> {
           done(Object.assign(new Error(st?.message ?? "watch error"), { code: st?.code }));
           return;
         }
-        if (obj === null || typeof obj !== "object") return;
+        if (!KNOWN_EVENTS.has(phase) || obj === null || typeof obj !== "object") {
+          o.log?.warn("Watch sent an event this agent does not understand; skipped", {
+            resource: o.name,
+            type: phase,
+            object: obj === null ? "null" : typeof obj,
+          });
+          return;
+        }
         const rv = (obj as Obj).metadata?.resourceVersion;
         if (rv) this.#lastRv = rv;
         if (phase === "BOOKMARK") return;

@@ -230,6 +230,51 @@ Deno.test("410 after compaction: the informer re-lists at once, no duplicate del
   }
 });
 
+Deno.test("a misbehaving watch: bad lines and unknown events are logged and skipped", async () => {
+  const { api, kc } = setup({ bookmarkIntervalMs: 10_000 });
+  const r = recorder();
+  const { sup, lines } = serviceSupervisor(kc, r.handlers, { watchdogMs: 60_000 });
+  try {
+    api.apply(svc("a"));
+    sup.start();
+    await until(() => sup.synced && api.openWatches === 1, "synced");
+    api.sendRaw("Service", '{"type":"MODIFIED","object":{"metadata":{"na'); // truncated
+    api.sendRaw("Service", '{"type":"RESYNC","object":{"metadata":{"name":"x"}}}');
+    api.sendRaw("Service", '{"type":"ADDED","object":"not an object"}');
+    api.apply(svc("b")); // the stream goes on
+    await until(() => r.events.includes("add b"), "the next event");
+    assert.deepEqual(r.events, ["add a", "add b"]);
+    assert.equal(sup.restarts, 0);
+    const text = lines.join("\n");
+    assert.match(text, /Watch sent a line that is not JSON; skipped.*resource="services"/);
+    assert.match(text, /does not understand; skipped.*type="RESYNC"/);
+    assert.match(text, /does not understand; skipped.*type="ADDED" object="string"/);
+  } finally {
+    await sup.stop();
+    await api.close();
+  }
+});
+
+Deno.test("a slow list is waited for and said, then delivered", async () => {
+  const { api, kc } = setup();
+  const r = recorder();
+  const { sup, lines } = serviceSupervisor(kc, r.handlers, { slowListWarnMs: 100 });
+  try {
+    api.apply(svc("a"));
+    api.delayNext(450, (p) => p.startsWith("/api/v1/services") && !p.includes("watch="));
+    sup.start();
+    await until(() => sup.synced, "synced");
+    assert.deepEqual(r.events, ["add a"]);
+    assert.ok(
+      lines.filter((l) => /Listing is slow; still waiting/.test(l)).length >= 2,
+      lines.join("\n"),
+    );
+  } finally {
+    await sup.stop();
+    await api.close();
+  }
+});
+
 Deno.test("proxy informers: selectors, own node only, ServiceCIDR 404 tolerated", async () => {
   const { api, kc } = setup({ serviceCIDRs: false });
   const svcs = recorder();

@@ -24,10 +24,13 @@ type Done = (err: unknown) => void;
 /** A drop-in for client-node's Watch (ListWatch takes it as a constructor argument). */
 export class NativeWatch extends Watch {
   readonly #api: ApiFetch;
+  readonly #onGarbled?: (line: string) => void;
 
-  constructor(kc: KubeConfig) {
+  /** `onGarbled` hears of every line that is not JSON (it is skipped, as client-node does). */
+  constructor(kc: KubeConfig, onGarbled?: (line: string) => void) {
     super(kc);
     this.#api = new ApiFetch(kc);
+    this.#onGarbled = onGarbled;
   }
 
   /** Same contract as client-node's Watch.watch. */
@@ -72,6 +75,7 @@ export class NativeWatch extends Watch {
         try {
           data = JSON.parse(line);
         } catch {
+          this.#onGarbled?.(line);
           continue; // as client-node: a garbled line is skipped
         }
         callback(data.type, data.object, data);

@@ -200,6 +200,7 @@ export class FakeApiServer {
   #server?: Deno.HttpServer<Deno.NetAddr>;
   #port: number;
   #failures: Array<{ status: number; match?: (path: string) => boolean }> = [];
+  #delays: Array<{ ms: number; match: (path: string) => boolean }> = [];
   readonly #serviceCIDRs: boolean;
   readonly #bookmarkMs: number;
   /** Snapshots of paged lists, by continue token id. */
@@ -245,7 +246,13 @@ export class FakeApiServer {
     if (this.#server) return;
     this.#server = Deno.serve(
       { hostname: "127.0.0.1", port: this.#port, onListen: () => {} },
-      (req) => this.#handle(req),
+      (req) => {
+        const url = new URL(req.url);
+        const di = this.#delays.findIndex((d) => d.match(url.pathname + url.search));
+        if (di < 0) return this.#handle(req);
+        const { ms } = this.#delays.splice(di, 1)[0];
+        return new Promise<Response>((res) => setTimeout(() => res(this.#handle(req)), ms));
+      },
     );
     this.#port = this.#server.addr.port;
   }
@@ -275,6 +282,26 @@ export class FakeApiServer {
    */
   dropWatches(opts: { abort?: boolean } = {}): void {
     for (const w of [...this.#watchers]) this.#closeWatcher(w, opts.abort);
+  }
+
+  /**
+   * Writes `line` (plus a newline) as it is to every open watch of `kind`: a truncated JSON line,
+   * an unknown event type, a wrong-typed object, as a misbehaving server or proxy would.
+   */
+  sendRaw(kind: string, line: string): void {
+    for (const w of this.#watchers) {
+      if (w.kind !== kind || w.closed) continue;
+      try {
+        w.controller.enqueue(enc.encode(line + "\n"));
+      } catch {
+        this.#closeWatcher(w);
+      }
+    }
+  }
+
+  /** The next request whose path matches is answered only after `ms` (a slow list, say). */
+  delayNext(ms: number, match: (path: string) => boolean): void {
+    this.#delays.push({ ms, match });
   }
 
   /** The next `n` list/watch requests (optionally only paths matching) fail with `status`. */
