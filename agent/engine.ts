@@ -78,6 +78,8 @@ export class SyncEngine {
   #reconciling = false;
   #firstSync = new Set<Family>();
   #stopped = false;
+  /** When the whole ruleset was last compared with the kernel (the first sync does it). */
+  #lastCheckAt = Date.now();
   /** Completed syncs (for tests and logs). */
   syncs = 0;
   /** The last sync's per-family results. */
@@ -183,6 +185,23 @@ export class SyncEngine {
     metrics?.serviceChangesPending.set(0);
     metrics?.endpointChangesPending.set(0);
     const nodeChanged = input.nodeChanged || input.serviceCIDRsChanged;
+    // The runner's --sync-period tick, with nothing to apply: compare the whole ruleset with what
+    // was written, so another program's deletions or flushes are repaired within one period.
+    const idle = !nodeChanged &&
+      this.#families.every((f) =>
+        input.families[f].changed.size === 0 && input.families[f].deleted.size === 0
+      );
+    // Under constant churn no sync is idle: check anyway every ten periods.
+    const since = Date.now() - this.#lastCheckAt;
+    const period = this.#o.syncPeriodMs;
+    const verifying = this.#firstSync.size === 0 &&
+      ((idle && since >= period * 0.9) || since >= period * 10);
+    if (verifying) {
+      this.#lastCheckAt = Date.now();
+      for (const f of this.#families) {
+        this.#o.proxiers[f]!.requestFullSync("periodic check against the kernel");
+      }
+    }
     let failure: unknown;
     let followUp: number | undefined;
     const results: Partial<Record<Family, SyncResult>> = {};
@@ -211,6 +230,16 @@ export class SyncEngine {
       this.lastResults[f] = res;
       results[f] = res;
       const l = { ip_family: LABEL[f] };
+      if (verifying && res.full && res.ops > 0) {
+        metrics?.nftablesRepairsTotal.inc(l);
+        log.warn(
+          "Rules differed from what this agent wrote (another program changed them); restored",
+          {
+            ipFamily: LABEL[f],
+            operations: res.ops,
+          },
+        );
+      }
       metrics?.syncProxyRulesLatency.observe(l, res.seconds);
       (res.full ? metrics?.syncFullProxyRulesLatency : metrics?.syncPartialProxyRulesLatency)
         ?.observe(l, res.seconds);

@@ -10,7 +10,7 @@ import { Proxier } from "../proxier/nftables/proxier.ts";
 import type { EndpointSlice, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { ProxierConfig } from "../proxier/model.ts";
 import { reconcile } from "../conntrack/reconciler.ts";
-import type { NftablesClient, Transaction } from "../ffi/nftables/types.ts";
+import { type NftablesClient, Transaction } from "../ffi/nftables/types.ts";
 
 const NODE = "node-a";
 const CFG: ProxierConfig = {
@@ -60,7 +60,13 @@ interface Rig {
 }
 
 function rig(
-  opts: { client?: NftablesClient; adopted?: boolean; reconcile?: boolean } = {},
+  opts: {
+    client?: NftablesClient;
+    adopted?: boolean;
+    reconcile?: boolean;
+    syncPeriodMs?: number;
+    log?: Logger;
+  } = {},
 ): Rig {
   const nft = new FakeNftables("ip", "kube-proxy");
   const ct = new FakeConntrack();
@@ -71,8 +77,8 @@ function rig(
     state: new ClusterState({ nodeName: NODE, log: () => {} }),
     proxiers: { 4: new Proxier({ client: opts.client ?? nft, config: CFG, log: () => {} }) },
     minSyncPeriodMs: 0,
-    syncPeriodMs: 60_000,
-    log: quiet(),
+    syncPeriodMs: opts.syncPeriodMs ?? 60_000,
+    log: opts.log ?? quiet(),
     metrics,
     health,
     conntrack: () => ct,
@@ -234,5 +240,33 @@ Deno.test("the reconciler deletes flows whose reply source is not an endpoint", 
     await metrics.registry.metrics(),
     /kubeproxy_conntrack_reconciler_deleted_entries_total\{ip_family="IPv4"\} 1/,
   );
+  await engine.stop();
+});
+
+Deno.test("the sync-period check restores what another program deleted, and says so", async () => {
+  const lines: string[] = [];
+  const log = new Logger({
+    verbosity: 0,
+    sink: { out: (l) => lines.push(l), err: (l) => lines.push(l) },
+  });
+  const { engine, nft, metrics } = rig({ syncPeriodMs: 150, log });
+  await startWithDns(engine, ["198.18.1.2"]);
+  const before = nft.dump();
+  // Another program: `nft delete table ip kube-proxy` (or `flush ruleset`).
+  await nft.run(new Transaction().delete({ kind: "table" }));
+  assert.equal(await nft.list(), null);
+  const n = engine.syncs;
+  await syncs(engine, n + 1); // the next --sync-period tick
+  assert.equal(engine.lastResults[4]?.full, true, "the periodic sync compares everything");
+  assert.equal(nft.dump(), before, "the ruleset is back as it was");
+  assert.match(lines.join("\n"), /another program changed them\); restored.*ipFamily="IPv4"/);
+  assert.match(
+    await metrics.registry.metrics(),
+    /kube_nft_proxy_nftables_repairs_total\{ip_family="IPv4"\} 1/,
+  );
+  // Nothing changed since: the next check finds nothing to repair.
+  await syncs(engine, engine.syncs + 1);
+  assert.equal(engine.lastResults[4]?.ops, 0);
+  assert.match(await metrics.registry.metrics(), /repairs_total\{ip_family="IPv4"\} 1/);
   await engine.stop();
 });

@@ -78,6 +78,8 @@ export interface ProxyMetrics {
   proxyHealthzTotal: Counter<"code">;
   /** kubeproxy_proxy_livez_total{code}. */
   proxyLivezTotal: Counter<"code">;
+  /** kube_nft_proxy_nftables_repairs_total{ip_family} (ours): periodic checks that rewrote rules. */
+  nftablesRepairsTotal: Counter<"ip_family">;
   /** rest_client_requests_total and rest_client_request_duration_seconds (client-go's). */
   restClient: RestClientMetrics;
 }
@@ -179,6 +181,10 @@ export function createMetrics(): ProxyMetrics {
       labelNames: ["code"] as const,
       registers,
     }),
+    nftablesRepairsTotal: famCounter(
+      "kube_nft_proxy_nftables_repairs_total",
+      "Periodic checks (every sync period) that found the ruleset changed by another program and restored it",
+    ),
     restClient: createRestClientMetrics(registry),
   };
 }

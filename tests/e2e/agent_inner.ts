@@ -167,12 +167,12 @@ async function nftTable(family: "ip" | "ip6"): Promise<string | undefined> {
   return r.code === 0 ? r.stdout : undefined;
 }
 
-/** How many list (not watch) requests the fake API server has answered. */
 /** A list request (not a watch, not the /version probe). */
 function isList(path: string): boolean {
   return path.startsWith("/api") && !/[?&]watch=/.test(path);
 }
 
+/** How many list requests the fake API server has answered. */
 function listRequests(api: FakeApiServer): number {
   return api.requests.filter(isList).length;
 }
@@ -446,6 +446,25 @@ Deno.test({
           await reaches("client", "tcp", "198.19.0.40", 80, ["a"], 60_000);
         },
       });
+
+      await t.step(
+        "another program flushes the ruleset: the sync-period check restores it",
+        async () => {
+          // Inside this test's node namespace only (assertInNetns above).
+          await run(["nft", "flush", "ruleset"]);
+          assert.equal(await nftTable("ip"), undefined, "the flush did not remove our table");
+          const from = agent.lines.length;
+          // --sync-period is 2 s here: the bound is one period plus the sync.
+          await reaches("client", "tcp", "198.19.0.30", 80, ["b"], 10_000);
+          await reaches("client", "udp", "198.19.0.53", 53, ["a", "b"]);
+          await agent.waitForLine(/another program changed them\); restored/, 10_000, from);
+          const m = (await httpGet(metricsUrl)).body;
+          assert.ok(
+            (metric(m, "kube_nft_proxy_nftables_repairs_total", 'ip_family="IPv4"') ?? 0) >= 1,
+            "repair not counted",
+          );
+        },
+      );
 
       await t.step(
         "the kubernetes-mixin kube-proxy dashboard's selectors find series",
