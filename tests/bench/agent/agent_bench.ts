@@ -17,7 +17,8 @@
  * Usage: agent_bench.ts --services N --eps E [--churn-seconds S] [--churn-rate R]
  *        [--settle-seconds S]
  * Environment: KNP_BENCH_AGENT_LOG=FILE keeps the agent's output; KNP_BENCH_AGENT_ARGS adds
- * agent flags (e.g. "--v=2"); KNP_BENCH_CHURN_SECONDS overrides the churn length.
+ * agent flags (e.g. "--v=2"); KNP_BENCH_CHURN_SECONDS and KNP_BENCH_SETTLE_SECONDS override the
+ * churn length and the wait before the steady reading.
  *
  * @module
  */
@@ -88,7 +89,9 @@ async function main(): Promise<void> {
   // The environment may override the driver's choice, for quick diagnostic runs.
   const churnSeconds = Number(Deno.env.get("KNP_BENCH_CHURN_SECONDS") ?? arg("churn-seconds", 60));
   const churnRate = arg("churn-rate", 100);
-  const settleSeconds = arg("settle-seconds", 20);
+  const settleSeconds = Number(
+    Deno.env.get("KNP_BENCH_SETTLE_SECONDS") ?? arg("settle-seconds", 20),
+  );
   const size = { services: N, eps: E };
 
   const net = await BenchNet.create();
