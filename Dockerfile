@@ -14,7 +14,9 @@ RUN ./denow --version
 COPY deno.json deno.lock ./
 RUN ./denow install --frozen
 COPY . .
-RUN ./denow task compile
+RUN ./denow task compile \
+ && mkdir -p /out/bin && cp dist/kube-nft-proxy /out/bin/ \
+ && ln -s kube-nft-proxy /out/bin/kube-proxy
 
 # 2. Collect exactly the native libraries the binary dlopens, with their
 #    ldd closure, minus what distroless/cc already ships.
@@ -32,5 +34,7 @@ FROM gcr.io/distroless/cc-debian12 AS runtime
 COPY --from=libs /out/lib/ /usr/lib/kube-nft-proxy/
 ENV KUBE_NFT_PROXY_LIB_DIR=/usr/lib/kube-nft-proxy \
     LD_LIBRARY_PATH=/usr/lib/kube-nft-proxy
-COPY --from=builder /src/dist/kube-nft-proxy /usr/local/bin/kube-nft-proxy
+# Also /usr/local/bin/kube-proxy (a symlink; copying the directory keeps it), the path
+# kubeadm's DaemonSet runs: switching a kubeadm cluster is a change of image only.
+COPY --from=builder /out/bin/ /usr/local/bin/
 ENTRYPOINT ["/usr/local/bin/kube-nft-proxy"]
