@@ -9,6 +9,7 @@ import { AGENT_VERSION, type AgentConfig, parseArgs, usage, UsageError } from ".
 import { Logger, type LogSink } from "./log.ts";
 import { createMetrics, serveMetrics } from "./metrics.ts";
 import { setRestClientMetrics } from "./rest_metrics.ts";
+import { effectiveConfiguration } from "./configz.ts";
 import { installHeapSnapshotSignal } from "./heap_snapshot.ts";
 import { ProxierHealthServer, ServiceHealthServers } from "./health.ts";
 import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
@@ -176,7 +177,9 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
     servers.push(health);
   }
   if (!cfg.dryRun && cfg.metricsBindAddress) {
-    const m = serveMetrics(cfg.metricsBindAddress, metrics.registry);
+    const m = serveMetrics(cfg.metricsBindAddress, metrics.registry, {
+      configz: () => effectiveConfiguration(cfg),
+    });
     servers.push({ close: () => m.shutdown() });
   }
   if (!cfg.dryRun) {

@@ -497,13 +497,30 @@ export const FLAGS: readonly FlagSpec[] = [
     help: "Minimum interval between rule syncs (batches bursts of changes).",
   },
   {
+    name: "iptables-sync-period",
+    kind: "duration",
+    key: "syncPeriodMs",
+    form: "a Go duration > 0, e.g. 30s",
+    convert: positiveDuration,
+    help: "Upstream's name for --sync-period (kube-proxy uses it in nftables mode too).",
+  },
+  {
+    name: "iptables-min-sync-period",
+    kind: "duration",
+    key: "minSyncPeriodMs",
+    form: "a Go duration >= 0, e.g. 1s or 500ms",
+    convert: nonNegativeDuration,
+    help: "Upstream's name for --min-sync-period.",
+  },
+  {
     name: "full-sync-period",
     kind: "duration",
     key: "fullSyncPeriodMs",
     def: "1h",
     form: "a Go duration > 0, e.g. 1h",
     convert: positiveDuration,
-    help: "Interval of forced full resyncs that rewrite every chain (ours).",
+    help:
+      "Longest interval between full syncs, which compare the whole ruleset with the kernel (ours; an idle --sync-period tick does one too).",
   },
   {
     name: "conntrack-reconciler-period",

@@ -90,6 +90,8 @@ Deno.test("every flag in both --flag=value and --flag value forms", () => {
     ["masquerade-bit", "31", (c) => c.masqueradeBit, 31],
     ["sync-period", "1h30m", (c) => c.syncPeriodMs, 5_400_000],
     ["min-sync-period", "500ms", (c) => c.minSyncPeriodMs, 500],
+    ["iptables-sync-period", "45s", (c) => c.syncPeriodMs, 45_000],
+    ["iptables-min-sync-period", "250ms", (c) => c.minSyncPeriodMs, 250],
     ["full-sync-period", "2h", (c) => c.fullSyncPeriodMs, 7_200_000],
     ["conntrack-reconciler-period", "5m", (c) => c.conntrackReconcilerPeriodMs, 300_000],
     ["healthz-bind-address", "198.18.0.1:1234", (c) => c.healthzBindAddress, "198.18.0.1:1234"],

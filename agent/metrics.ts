@@ -189,21 +189,55 @@ export function createMetrics(): ProxyMetrics {
   };
 }
 
-/** Serves `GET /metrics` in the Prometheus text format; 404 for other paths, 405 for other methods. */
-export async function metricsHandler(req: Request, registry: Registry): Promise<Response> {
+/** What the metrics port serves besides /metrics, as upstream's metrics server does. */
+export interface MetricsExtras {
+  /** The effective configuration, for /configz. */
+  configz?: () => unknown;
+}
+
+/**
+ * Serves `GET /metrics` in the Prometheus text format, plus upstream's other metrics-port paths:
+ * `/proxyMode` (the proxy mode as plain text), `/healthz` ("ok": the process answers) and
+ * `/configz` (`{"kubeproxy.config.k8s.io": <configuration>}`). 404 for other paths, 405 for
+ * other methods.
+ */
+export async function metricsHandler(
+  req: Request,
+  registry: Registry,
+  extras: MetricsExtras = {},
+): Promise<Response> {
   const url = new URL(req.url);
-  if (url.pathname !== "/metrics") return new Response("not found\n", { status: 404 });
+  const known = ["/metrics", "/proxyMode", "/healthz"];
+  if (extras.configz) known.push("/configz");
+  if (!known.includes(url.pathname)) return new Response("not found\n", { status: 404 });
   if (req.method !== "GET" && req.method !== "HEAD") {
     return new Response("method not allowed\n", { status: 405, headers: { allow: "GET, HEAD" } });
   }
-  const body = await registry.metrics();
-  return new Response(req.method === "HEAD" ? null : body, {
-    headers: { "content-type": registry.contentType },
-  });
+  const reply = (body: string, type: string) =>
+    new Response(req.method === "HEAD" ? null : body, { headers: { "content-type": type } });
+  switch (url.pathname) {
+    case "/proxyMode":
+      return reply("nftables", "text/plain; charset=utf-8");
+    case "/healthz":
+      return reply("ok", "text/plain; charset=utf-8");
+    case "/configz":
+      return reply(
+        JSON.stringify({ "kubeproxy.config.k8s.io": extras.configz!() }),
+        "application/json",
+      );
+  }
+  return reply(await registry.metrics(), registry.contentType);
 }
 
 /** Serves {@link metricsHandler} on "host:port" (port 0 picks a free one); stop with shutdown(). */
-export function serveMetrics(addr: string, registry: Registry): Deno.HttpServer<Deno.NetAddr> {
+export function serveMetrics(
+  addr: string,
+  registry: Registry,
+  extras: MetricsExtras = {},
+): Deno.HttpServer<Deno.NetAddr> {
   const { hostname, port } = splitHostPort(addr);
-  return Deno.serve({ hostname, port, onListen: () => {} }, (req) => metricsHandler(req, registry));
+  return Deno.serve(
+    { hostname, port, onListen: () => {} },
+    (req) => metricsHandler(req, registry, extras),
+  );
 }

@@ -126,3 +126,24 @@ Deno.test("serveMetrics answers over real HTTP", async () => {
     await srv.shutdown();
   }
 });
+
+Deno.test("the metrics port also serves /proxyMode, /healthz and /configz, as upstream", async () => {
+  const m = createMetrics();
+  const get = (path: string) =>
+    metricsHandler(new Request(`http://x${path}`), m.registry, {
+      configz: () => ({ mode: "nftables", nftables: { syncPeriod: "30s" } }),
+    });
+  const mode = await get("/proxyMode");
+  assert.equal(mode.status, 200);
+  assert.equal(await mode.text(), "nftables");
+  assert.equal(await (await get("/healthz")).text(), "ok");
+  const cz = await get("/configz");
+  assert.match(cz.headers.get("content-type") ?? "", /json/);
+  assert.deepEqual(await cz.json(), {
+    "kubeproxy.config.k8s.io": { mode: "nftables", nftables: { syncPeriod: "30s" } },
+  });
+  // Without a configuration to show, /configz is not served.
+  const none = await metricsHandler(new Request("http://x/configz"), m.registry);
+  assert.equal(none.status, 404);
+  await none.body?.cancel();
+});

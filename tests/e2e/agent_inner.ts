@@ -303,6 +303,19 @@ Deno.test({
         });
       });
 
+      await t.step("the metrics port serves /proxyMode, /healthz and /configz", async () => {
+        const base = metricsUrl.replace(/\/metrics$/, "");
+        assert.deepEqual(await httpGet(`${base}/proxyMode`), { status: 200, body: "nftables" });
+        assert.deepEqual(await httpGet(`${base}/healthz`), { status: 200, body: "ok" });
+        const cz = await httpGet(`${base}/configz`);
+        assert.equal(cz.status, 200);
+        const c = JSON.parse(cz.body)["kubeproxy.config.k8s.io"];
+        assert.equal(c.kind, "KubeProxyConfiguration");
+        assert.equal(c.hostnameOverride, NODE_NAME);
+        assert.equal(c.clusterCIDR, "198.18.1.0/24,2001:db8:1::/64");
+        assert.equal(c.nftables.syncPeriod, "2s");
+      });
+
       let syncs0 = 0;
       await t.step("/metrics exposes kube-proxy metrics", async () => {
         const r = await httpGet(metricsUrl);
