@@ -7,6 +7,7 @@
  * @module
  */
 import { parse as parseYaml } from "yaml";
+import { didYouMean, IGNORED_FLAGS } from "./upstream_flags.ts";
 
 /** The agent's version string, printed by `--version`. */
 export const AGENT_VERSION = "kube-nft-proxy v0.1.0";
@@ -706,10 +707,13 @@ function convertFlag(f: FlagSpec, raw: string): unknown {
 interface FlagParse {
   settings: Settings;
   configFile?: string;
+  /** Accepted upstream flags that have no effect here. */
+  warnings: string[];
 }
 
 function parseFlags(argv: string[]): FlagParse {
   const settings: Settings = {};
+  const warnings: string[] = [];
   let configFile: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -727,7 +731,22 @@ function parseFlags(argv: string[]): FlagParse {
     const eq = body.indexOf("=");
     const name = eq < 0 ? body : body.slice(0, eq);
     const f = FLAG_BY_NAME.get(name);
-    if (!f) throw new UsageError(`unknown flag --${name} (see --help for the supported flags)`);
+    const ignored = f ? undefined : IGNORED_FLAGS.get(name);
+    if (ignored) {
+      // Consume its value as upstream's parser would, then say it does nothing here.
+      if (eq < 0 && !ignored.bool && i + 1 < argv.length) i++;
+      warnings.push(
+        `flag --${name} is accepted for compatibility and has no effect: ${ignored.why}`,
+      );
+      continue;
+    }
+    if (!f) {
+      const near = didYouMean(name, [...FLAG_BY_NAME.keys(), ...IGNORED_FLAGS.keys()]);
+      throw new UsageError(
+        `unknown flag --${name}` + (near ? `; did you mean --${near}?` : "") +
+          " (see --help for the supported flags)",
+      );
+    }
     let raw: string;
     if (eq >= 0) raw = body.slice(eq + 1);
     else if (f.kind === "bool") raw = "true";
@@ -749,7 +768,7 @@ function parseFlags(argv: string[]): FlagParse {
     }
     if (f.key) (settings as Record<string, unknown>)[f.key] = convertFlag(f, raw);
   }
-  return { settings, configFile };
+  return { settings, configFile, warnings };
 }
 
 function nonEmptyFlag(name: string, raw: string): string {
@@ -1107,8 +1126,7 @@ export function parseArgs(
   argv: string[],
   readFile: (path: string) => string = Deno.readTextFileSync,
 ): AgentConfig {
-  const { settings: flagSettings, configFile } = parseFlags(argv);
-  const warnings: string[] = [];
+  const { settings: flagSettings, configFile, warnings } = parseFlags(argv);
   let fileSettings: Settings = {};
   if (configFile !== undefined && !flagSettings.help && !flagSettings.version) {
     let text: string;

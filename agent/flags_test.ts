@@ -424,3 +424,48 @@ Deno.test("a bare -- (as `deno task start -- ...` passes it) is ignored", () => 
   assert.equal(c.masqueradeAll, true);
   assert.equal(c.verbosity, 3);
 });
+
+Deno.test("upstream's own command lines start the agent: unknown-here flags only warn", () => {
+  // The GCE/addon kube-proxy manifest's flags (kube-up's configure-helper), and kubeadm's.
+  const addon = [
+    "--master=https://198.18.0.9",
+    "--kubeconfig=/var/lib/kube-proxy/kubeconfig",
+    "--cluster-cidr=198.18.64.0/18",
+    "--resource-container=",
+    "--oom-score-adj=-998",
+    "--v=2",
+    "--feature-gates=ExperimentalCriticalPodAnnotation=true",
+    "--iptables-sync-period=1m",
+    "--iptables-min-sync-period=10s",
+    "--ipvs-sync-period=1m",
+    "--ipvs-min-sync-period=10s",
+  ];
+  const c = parseArgs(addon);
+  assert.equal(c.syncPeriodMs, 60_000);
+  assert.equal(c.minSyncPeriodMs, 10_000);
+  assert.equal(c.verbosity, 2);
+  for (const f of ["resource-container", "oom-score-adj", "feature-gates", "ipvs-sync-period"]) {
+    assert.ok(
+      c.warnings.some((w) => w.startsWith(`flag --${f} is accepted for compatibility`)),
+      `no warning for --${f}: ${c.warnings.join("; ")}`,
+    );
+  }
+  // Space-separated values are consumed too, and bools take none.
+  const d = parseArgs(["--kube-api-qps", "50", "--profiling", "--v", "3"]);
+  assert.equal(d.verbosity, 3);
+  assert.equal(d.warnings.filter((w) => w.includes("accepted for compatibility")).length, 2);
+  const kubeadm = parseArgs(["--hostname-override=node-1"]);
+  assert.equal(kubeadm.hostnameOverride, "node-1");
+});
+
+Deno.test("a misspelled flag is still an error, with a hint", () => {
+  assert.throws(
+    () => parseArgs(["--hostname-overide=x"]),
+    /unknown flag --hostname-overide; did you mean --hostname-override\?/,
+  );
+  assert.throws(() => parseArgs(["--masquerade-al"]), /did you mean --masquerade-all\?/);
+  assert.throws(
+    () => parseArgs(["--completely-unrelated=1"]),
+    (e: Error) => !/did you mean/.test(e.message),
+  );
+});

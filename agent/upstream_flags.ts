@@ -1,0 +1,94 @@
+/**
+ * kube-proxy's flags that mean nothing to this agent, accepted so that an existing kube-proxy
+ * DaemonSet or unit runs unchanged (each gets a one-line warning), and the "did you mean" hint
+ * for flags nobody knows. Names are upstream's (cmd/kube-proxy/app/options.go, v1.34), plus the
+ * klog flags older manifests still pass.
+ *
+ * @module
+ */
+
+/** An accepted upstream flag with no effect here. */
+export interface IgnoredFlag {
+  /** Takes no value (`--name` alone means true). */
+  bool?: boolean;
+  /** Why it has no effect, for the warning. */
+  why: string;
+}
+
+const IPVS = "the ipvs mode is not implemented; this agent is nftables only";
+const IPTABLES = "iptables-mode only";
+const WINDOWS = "Windows (kernelspace mode) only";
+const KLOG = "klog's flag; logs go to stderr (or stdout for info) as configured by --v";
+
+/** Upstream flags accepted and ignored, by name. */
+export const IGNORED_FLAGS: ReadonlyMap<string, IgnoredFlag> = new Map<string, IgnoredFlag>([
+  [
+    "oom-score-adj",
+    {
+      why: "set by whoever starts the agent: kubelet gives system-node-critical pods -997, " +
+        "the systemd unit sets OOMScoreAdjust=-999",
+    },
+  ],
+  ["resource-container", { why: "removed upstream in 1.16" }],
+  ["feature-gates", { why: "no feature gate changes this agent's behaviour" }],
+  ["kube-api-content-type", { why: "lists and watches always use JSON" }],
+  ["kube-api-qps", { why: "the agent sends a few requests per resync, not a stream" }],
+  ["kube-api-burst", { why: "the agent sends a few requests per resync, not a stream" }],
+  ["config-sync-period", { why: "watches resume from the last version; no periodic re-list" }],
+  ["port-range", { why: "has no effect in nftables mode upstream either" }],
+  ["profiling", { bool: true, why: "there is no pprof endpoint" }],
+  ["show-hidden-metrics-for-version", { why: "no metric is hidden" }],
+  ["bind-address-hard-fail", { bool: true, why: "the healthz/metrics servers always fail hard" }],
+  ["iptables-localhost-nodeports", { bool: true, why: IPTABLES }],
+  ["ipvs-sync-period", { why: IPVS }],
+  ["ipvs-min-sync-period", { why: IPVS }],
+  ["ipvs-scheduler", { why: IPVS }],
+  ["ipvs-exclude-cidrs", { why: IPVS }],
+  ["ipvs-strict-arp", { bool: true, why: IPVS }],
+  ["ipvs-tcp-timeout", { why: IPVS }],
+  ["ipvs-tcpfin-timeout", { why: IPVS }],
+  ["ipvs-udp-timeout", { why: IPVS }],
+  ["udp-timeout", { why: "userspace-mode only (removed upstream)" }],
+  ["source-vip", { why: WINDOWS }],
+  ["network-name", { why: WINDOWS }],
+  ["enable-dsr", { bool: true, why: WINDOWS }],
+  ["root-hnsendpoint-name", { why: WINDOWS }],
+  ["forward-healthcheck-vip", { bool: true, why: WINDOWS }],
+  ["windows-service", { bool: true, why: WINDOWS }],
+  ["log-flush-frequency", { why: "every log line is written at once" }],
+  ["vmodule", { why: "per-file verbosity is not supported; --v applies everywhere" }],
+  ["logtostderr", { bool: true, why: KLOG }],
+  ["alsologtostderr", { bool: true, why: KLOG }],
+  ["log-dir", { why: KLOG }],
+  ["log-file", { why: KLOG }],
+  ["log-file-max-size", { why: KLOG }],
+  ["log-backtrace-at", { why: KLOG }],
+  ["skip-headers", { bool: true, why: KLOG }],
+  ["skip-log-headers", { bool: true, why: KLOG }],
+  ["stderrthreshold", { why: KLOG }],
+  ["one-output", { bool: true, why: KLOG }],
+  ["add-dir-header", { bool: true, why: KLOG }],
+]);
+
+/** Edit distance (insertions, deletions, substitutions). */
+export function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length];
+}
+
+/** The known flag closest to `name`, when it is close enough to be a typo. */
+export function didYouMean(name: string, known: Iterable<string>): string | undefined {
+  let best: string | undefined, bestD = Infinity;
+  for (const k of known) {
+    const d = editDistance(name, k);
+    if (d < bestD) [best, bestD] = [k, d];
+  }
+  return best !== undefined && bestD <= Math.max(2, Math.floor(name.length / 5)) ? best : undefined;
+}
