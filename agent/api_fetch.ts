@@ -88,6 +88,23 @@ export class ApiFetch {
       }), httpStatus);
   }
 
+  /** POST `body` as JSON to `path`; resolves with the response (any status). */
+  async post(path: string, body: unknown): Promise<Response> {
+    const cluster = this.#kc.getCurrentCluster();
+    if (!cluster) throw new Error("No currently active cluster");
+    const url = new URL(cluster.server + path);
+    const ctx = new RequestContext(url.toString(), HttpMethod.POST);
+    await this.#kc.applySecurityAuthentication(ctx);
+    const client = await this.#httpClient();
+    return await timedRequest("POST", url, () =>
+      fetch(url, {
+        method: "POST",
+        headers: { ...ctx.getHeaders(), "content-type": "application/json" },
+        body: JSON.stringify(body),
+        ...(client ? { client } : {}),
+      }), httpStatus);
+  }
+
   /** The error for a non-2xx response (its body read for the Status reason). */
   static async statusError(res: Response): Promise<ApiStatusError> {
     let reason: string | undefined, message = res.statusText || `HTTP ${res.status}`;

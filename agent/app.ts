@@ -10,6 +10,8 @@ import { Logger, type LogSink } from "./log.ts";
 import { createMetrics, serveMetrics } from "./metrics.ts";
 import { setRestClientMetrics } from "./rest_metrics.ts";
 import { effectiveConfiguration } from "./configz.ts";
+import { ApiFetch } from "./api_fetch.ts";
+import { postStartingEvent } from "./events.ts";
 import { installHeapSnapshotSignal } from "./heap_snapshot.ts";
 import { ProxierHealthServer, ServiceHealthServers } from "./health.ts";
 import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
@@ -306,6 +308,15 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
     onHealth: (resource, ok) => health.setWatchHealthy(resource, ok),
     log: log.child("informers"),
   });
+  if (!cfg.dryRun) {
+    const api = new ApiFetch(kube.kc);
+    const events = log.child("events");
+    void api.usable().then((ok) =>
+      ok
+        ? postStartingEvent(api, nodeName, events)
+        : events.v(2)?.info("Not recording Events: native fetch cannot reach this cluster")
+    );
+  }
 
   let stopping = false;
   let resolveStop: () => void = () => {};

@@ -5,7 +5,8 @@
  * `I1123 00:27:14.123456    1234 informers] "message" key="value"`.
  * JSON format (`--logging-format=json`) writes one object per line:
  * `{"ts":1700698034123.456,"v":0,"msg":"message","key":"value"}`.
- * Info lines go to stdout; warnings and errors go to stderr.
+ * Every line goes to stderr, as klog's do (kube-proxy's default); stdout carries only what a
+ * command prints as its output (--dry-run transactions, trace, explain, --version, --help).
  * @module
  */
 
@@ -15,7 +16,7 @@ export type LogFormat = "text" | "json";
 /** Structured key/value pairs attached to a log line. */
 export type LogFields = Record<string, unknown>;
 
-/** A sink receives finished lines; the default writes to stdout / stderr. */
+/** A sink receives finished lines (info to `out`, the rest to `err`); the default writes both to stderr. */
 export interface LogSink {
   /** Writes an informational line. */
   out(line: string): void;
@@ -31,7 +32,7 @@ export interface LoggerOptions {
   verbosity?: number;
   /** Short component name shown where klog shows file:line. Default "kube-nft-proxy". */
   component?: string;
-  /** Where lines go; default stdout / stderr. */
+  /** Where lines go; default stderr. */
   sink?: LogSink;
   /** Clock, for tests. */
   now?: () => Date;
@@ -45,10 +46,10 @@ export interface VerboseLogger {
 
 const encoder = new TextEncoder();
 
-/** Default sink: synchronous writes so lines are never lost on exit. */
+/** Default sink: synchronous writes so lines are never lost on exit; all to stderr, as klog. */
 export const stdSink: LogSink = {
   out(line) {
-    Deno.stdout.writeSync(encoder.encode(line + "\n"));
+    Deno.stderr.writeSync(encoder.encode(line + "\n"));
   },
   err(line) {
     Deno.stderr.writeSync(encoder.encode(line + "\n"));

@@ -44,7 +44,6 @@ export const MIXIN_SELECTORS: readonly MixinSelector[] = [
   {
     panel: "Post Request Latency 99th",
     selector: 'rest_client_request_duration_seconds_bucket{verb="POST"}',
-    absentBecause: "this agent sends no POST requests yet (no Events)",
   },
   {
     panel: "Get Request Latency 99th",

@@ -169,7 +169,9 @@ async function runJob(job: Job): Promise<{ lines: Line[]; error?: string; second
     }
     if (timedOut) return { lines, error: `timeout: > ${job.timeoutSeconds} s`, seconds };
     if (out.code !== 0) {
-      const err = new TextDecoder().decode(out.stderr).trim().split("\n").slice(-3).join(" | ");
+      const err = new TextDecoder().decode(out.stderr).trim().split("\n").filter((l) =>
+        l.trim() !== ""
+      ).slice(-12).join(" | ");
       return { lines, error: `exit ${out.code}: ${err}`, seconds };
     }
     return { lines, seconds };

@@ -303,6 +303,14 @@ Deno.test({
         });
       });
 
+      await t.step("the start-up Event is recorded for this Node, as upstream's", () => {
+        const ev = api.events.find((e) => e.reason === "Starting");
+        assert.ok(ev, `no Starting event: ${JSON.stringify(api.events)}`);
+        assert.equal(ev.action, "StartKubeProxy");
+        assert.deepEqual(ev.regarding, { kind: "Node", name: NODE_NAME, uid: NODE_NAME });
+        assert.equal(ev.metadata?.namespace, "default");
+      });
+
       await t.step("the metrics port serves /proxyMode, /healthz and /configz", async () => {
         const base = metricsUrl.replace(/\/metrics$/, "");
         assert.deepEqual(await httpGet(`${base}/proxyMode`), { status: 200, body: "nftables" });

@@ -353,6 +353,15 @@ export class FakeApiServer {
     return clone(o);
   }
 
+  /** The stored object, or undefined. */
+  get(kind: string, namespace: string | undefined, name: string): KObject | undefined {
+    const info = RESOURCES[kind];
+    if (!info) throw new Error(`fake API: unsupported kind ${JSON.stringify(kind)}`);
+    const key = `${info.namespaced ? namespace ?? "default" : ""}/${name}`;
+    const o = this.#objects.get(kind)!.get(key);
+    return o ? clone(o) : undefined;
+  }
+
   /** Deletes an object; returns false when it did not exist. */
   remove(kind: string, namespace: string | undefined, name: string): boolean {
     const info = RESOURCES[kind];
@@ -421,7 +430,27 @@ export class FakeApiServer {
     return undefined;
   }
 
-  #handle(req: Request): Response {
+  /** Events posted (events.k8s.io/v1), oldest first. */
+  readonly events: KObject[] = [];
+
+  #postEvent(req: Request, namespace: string): Promise<Response> {
+    return req.json().then(
+      (o: KObject) => {
+        if (o?.kind !== "Event" || !o.metadata?.name) {
+          return status(422, "Invalid", "an Event needs kind Event and metadata.name");
+        }
+        const stored = {
+          ...o,
+          metadata: { ...o.metadata, namespace, resourceVersion: String(++this.#rv) },
+        };
+        this.events.push(stored);
+        return Response.json(stored, { status: 201 });
+      },
+      () => status(400, "BadRequest", "the body is not JSON"),
+    );
+  }
+
+  #handle(req: Request): Response | Promise<Response> {
     const url = new URL(req.url);
     this.requests.push(url.pathname + url.search);
     const fi = this.#failures.findIndex((f) => !f.match || f.match(url.pathname + url.search));
@@ -429,6 +458,8 @@ export class FakeApiServer {
       const f = this.#failures.splice(fi, 1)[0];
       return status(f.status, "InternalError", `injected failure ${f.status}`);
     }
+    const ev = url.pathname.match(/^\/apis\/events\.k8s\.io\/v1\/namespaces\/([^/]+)\/events$/);
+    if (req.method === "POST" && ev) return this.#postEvent(req, ev[1]);
     if (req.method !== "GET") return status(405, "MethodNotAllowed", "only GET is served");
     if (url.pathname === "/version") {
       return Response.json({

@@ -40,6 +40,7 @@ import {
 } from "./cluster.ts";
 import { BenchNet, treeStat } from "./net.ts";
 import { now } from "./prober.ts";
+import { run } from "../../netns.ts";
 
 function arg(name: string, dflt: number): number {
   const i = Deno.args.indexOf(`--${name}`);
@@ -282,6 +283,7 @@ async function churn(o: ChurnOptions): Promise<Record<string, unknown>> {
   const portChanged = new Set<number>();
   let writes = 0, steps = 0;
   const lat: number[] = [];
+  const lost: Record<string, string>[] = [];
   const rss: number[] = [];
   const pending: number[] = [];
   const cpu0 = (await Promise.resolve(treeStat(o.pid))).cpuSeconds;
@@ -327,7 +329,30 @@ async function churn(o: ChurnOptions): Promise<Record<string, unknown>> {
       o.eps[i] = [{ ip }];
       const tw = now();
       api.apply(slice(i, o.eps[i]));
-      trackers.push(net.prober.latency(target(i), ip, tw).then((ms) => void lat.push(ms)));
+      trackers.push(
+        net.prober.latency(target(i), ip, tw, 20_000).then(
+          (ms) => void lat.push(ms),
+          async (e) => {
+            // Lost: keep going, and keep what the kernel and the API server hold for it.
+            const { namespace, name } = serviceName(i);
+            const stored = api.get("EndpointSlice", namespace, `${name}-abcde`);
+            const kernel = await run(["nft", "list", "map", "ip", "kube-proxy", "endpoints-tcp"], {
+              check: false,
+            });
+            lost.push({
+              service: `${namespace}/${name}`,
+              clusterIP: clusterIP(i),
+              wanted: ip,
+              error: String(e),
+              apiEndpoints: JSON.stringify((stored as { endpoints?: unknown })?.endpoints),
+              kernel: kernel.stdout.split("\n").filter((l) => l.includes(clusterIP(i) + " ")).join(
+                " ",
+              )
+                .slice(0, 400),
+            });
+          },
+        ),
+      );
     }
     if (t >= nextSample) {
       nextSample += 1000;
@@ -352,6 +377,8 @@ async function churn(o: ChurnOptions): Promise<Record<string, unknown>> {
     trackedP99ms: round(quantile(lat, 0.99)),
     trackedMaxms: round(Math.max(...lat)),
     tracked: lat.length,
+    lostChanges: lost.length,
+    ...(lost.length > 0 ? { lost: lost.slice(0, 3) } : {}),
     cpuShare: Math.round((cpu / wall) * 100) / 100,
     unchangedProbes: watch.probes,
     unchangedFailures: watch.failures,
