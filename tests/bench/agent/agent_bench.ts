@@ -18,7 +18,9 @@
  *        [--settle-seconds S]
  * Environment: KNP_BENCH_AGENT_LOG=FILE keeps the agent's output; KNP_BENCH_AGENT_ARGS adds
  * agent flags (e.g. "--v=2"); KNP_BENCH_CHURN_SECONDS and KNP_BENCH_SETTLE_SECONDS override the
- * churn length and the wait before the steady reading.
+ * churn length and the wait before the steady reading; KNP_BENCH_NFT_MONITOR=FILE records
+ * `nft monitor` (every ruleset change in the node namespace, timestamped) for diagnosis; under
+ * heavy churn nft monitor drops events (netlink buffer), so a missing line proves nothing.
  *
  * @module
  */
@@ -131,6 +133,27 @@ async function main(): Promise<void> {
   const enc = new TextEncoder();
 
   let agent: AgentProcess | undefined;
+  // Diagnosis: every nftables change in this namespace, timestamped, into a file.
+  const monitorFile = Deno.env.get("KNP_BENCH_NFT_MONITOR");
+  const monitor = monitorFile
+    ? new Deno.Command("nft", { args: ["monitor"], stdin: "null", stdout: "piped" }).spawn()
+    : undefined;
+  if (monitor && monitorFile) {
+    const out = Deno.openSync(monitorFile, { create: true, write: true, truncate: true });
+    const enc = new TextEncoder();
+    void (async () => {
+      let buf = "";
+      for await (const chunk of monitor.stdout.pipeThrough(new TextDecoderStream())) {
+        buf += chunk;
+        let i;
+        while ((i = buf.indexOf("\n")) >= 0) {
+          out.writeSync(enc.encode(`${(now() / 1000).toFixed(3)} ${buf.slice(0, i)}\n`));
+          buf = buf.slice(i + 1);
+        }
+      }
+      out.close();
+    })();
+  }
   try {
     // --- cold start
     const coldAnswer = net.prober.send({
@@ -247,6 +270,10 @@ async function main(): Promise<void> {
   } finally {
     if (agent) await agent.stop("SIGKILL");
     await api.close();
+    try {
+      monitor?.kill("SIGTERM");
+      await monitor?.status;
+    } catch { /* gone */ }
     await net.close();
     await Deno.remove(kubeconfig).catch(() => {});
     logFile?.close();
@@ -340,6 +367,7 @@ async function churn(o: ChurnOptions): Promise<Record<string, unknown>> {
               check: false,
             });
             lost.push({
+              writtenAt: (tw / 1000).toFixed(3),
               service: `${namespace}/${name}`,
               clusterIP: clusterIP(i),
               wanted: ip,
