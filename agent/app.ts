@@ -10,6 +10,7 @@ import { Logger, type LogSink } from "./log.ts";
 import { createMetrics, serveMetrics } from "./metrics.ts";
 import { setRestClientMetrics } from "./rest_metrics.ts";
 import { effectiveConfiguration } from "./configz.ts";
+import { stringify as stringifyYaml } from "yaml";
 import { ApiFetch } from "./api_fetch.ts";
 import { postStartingEvent } from "./events.ts";
 import { installHeapSnapshotSignal } from "./heap_snapshot.ts";
@@ -138,6 +139,23 @@ export async function runAgent(argv: string[], opts: RunOptions = {}): Promise<n
   const libDir = cfg.libDir ?? Deno.env.get("KUBE_NFT_PROXY_LIB_DIR");
   if (libDir) setLibraryDir(libDir);
 
+  if (cfg.writeConfigTo) {
+    try {
+      Deno.writeTextFileSync(cfg.writeConfigTo, stringifyYaml(effectiveConfiguration(cfg)));
+    } catch (err) {
+      log.error(`Cannot write the configuration to ${cfg.writeConfigTo}`, err);
+      return 1;
+    }
+    log.info("Wrote the effective configuration", { path: cfg.writeConfigTo });
+    return 0;
+  }
+  if (cfg.initOnly) {
+    if (cfg.dryRun) return 0;
+    applyNodeSysctls(cfg, log);
+    log.info("Node setup done (--init-only); exiting");
+    return 0;
+  }
+
   try {
     if (cfg.cleanup) return await cleanup(log);
     return await serve(cfg, log, opts.signal);
@@ -148,6 +166,23 @@ export async function runAgent(argv: string[], opts: RunOptions = {}): Promise<n
     }
     log.error("Fatal error", err);
     return 1;
+  }
+}
+
+/** The privileged node setup: conntrack sysctls (what --init-only does, then exits). */
+function applyNodeSysctls(cfg: AgentConfig, log: Logger): void {
+  try {
+    applyConntrackSysctls({
+      maxPerCore: cfg.conntrack.maxPerCore,
+      min: cfg.conntrack.min,
+      tcpEstablishedTimeoutSeconds: cfg.conntrack.tcpEstablishedTimeoutMs / 1000,
+      tcpCloseWaitTimeoutSeconds: cfg.conntrack.tcpCloseWaitTimeoutMs / 1000,
+      tcpBeLiberal: cfg.conntrack.tcpBeLiberal,
+      udpTimeoutSeconds: cfg.conntrack.udpTimeoutMs / 1000,
+      udpStreamTimeoutSeconds: cfg.conntrack.udpStreamTimeoutMs / 1000,
+    }, { log: (msg: string) => log.info(msg), io: libcFiles });
+  } catch (err) {
+    log.error("Cannot apply conntrack sysctls; continuing without them", err);
   }
 }
 
@@ -184,21 +219,7 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
     });
     servers.push({ close: () => m.shutdown() });
   }
-  if (!cfg.dryRun) {
-    try {
-      applyConntrackSysctls({
-        maxPerCore: cfg.conntrack.maxPerCore,
-        min: cfg.conntrack.min,
-        tcpEstablishedTimeoutSeconds: cfg.conntrack.tcpEstablishedTimeoutMs / 1000,
-        tcpCloseWaitTimeoutSeconds: cfg.conntrack.tcpCloseWaitTimeoutMs / 1000,
-        tcpBeLiberal: cfg.conntrack.tcpBeLiberal,
-        udpTimeoutSeconds: cfg.conntrack.udpTimeoutMs / 1000,
-        udpStreamTimeoutSeconds: cfg.conntrack.udpStreamTimeoutMs / 1000,
-      }, { log: (msg: string) => log.info(msg), io: libcFiles });
-    } catch (err) {
-      log.error("Cannot apply conntrack sysctls; continuing without them", err);
-    }
-  }
+  if (!cfg.dryRun) applyNodeSysctls(cfg, log);
 
   const stateLog = (
     level: "info" | "warn" | "error",

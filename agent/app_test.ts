@@ -64,3 +64,27 @@ Deno.test("an unusable kubeconfig is a clear error, not a crash", async () => {
   assert.equal(await runAgent(["--kubeconfig=/nonexistent/kubeconfig", "--dry-run"], { sink }), 1);
   assert.ok(lines.some((l) => l.includes("/nonexistent/kubeconfig")), lines.join("\n"));
 });
+
+Deno.test("--write-config-to writes a KubeProxyConfiguration the agent reads back", async () => {
+  const dir = Deno.makeTempDirSync();
+  const lines: string[] = [];
+  const sink = { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) };
+  try {
+    const path = `${dir}/config.yaml`;
+    const argv = ["--cluster-cidr=198.18.1.0/24", "--iptables-min-sync-period=250ms"];
+    assert.equal(await runAgent([...argv, `--write-config-to=${path}`], { sink }), 0);
+    const text = Deno.readTextFileSync(path);
+    assert.match(text, /^kind: KubeProxyConfiguration$/m);
+    const back = parseArgs([`--config=${path}`]);
+    const direct = parseArgs(argv);
+    assert.deepEqual(back.clusterCIDRs, direct.clusterCIDRs);
+    assert.equal(back.minSyncPeriodMs, 250);
+    assert.equal(back.syncPeriodMs, direct.syncPeriodMs);
+    assert.equal(back.masqueradeBit, direct.masqueradeBit);
+    assert.deepEqual(back.conntrack, direct.conntrack);
+    // --init-only with --dry-run touches nothing and exits 0.
+    assert.equal(await runAgent(["--init-only", "--dry-run"], { sink }), 0);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

@@ -82,6 +82,10 @@ export interface AgentConfig {
   conntrack: ConntrackConfig;
   /** --cleanup: remove our tables and exit. */
   cleanup: boolean;
+  /** --init-only: the privileged node setup (conntrack sysctls), then exit. */
+  initOnly: boolean;
+  /** --write-config-to: write the effective configuration there and exit. */
+  writeConfigTo?: string;
   /** --v / logging.verbosity. */
   verbosity: number;
   /** --logging-format / logging.format. */
@@ -256,6 +260,8 @@ interface Settings {
   ctUdpMs?: number;
   ctUdpStreamMs?: number;
   cleanup?: boolean;
+  initOnly?: boolean;
+  writeConfigTo?: string;
   verbosity?: number;
   loggingFormat?: LoggingFormat;
   dryRun?: boolean;
@@ -618,6 +624,21 @@ export const FLAGS: readonly FlagSpec[] = [
     key: "cleanup",
     def: "false",
     help: "Delete the kube-proxy nftables tables and exit.",
+  },
+  {
+    name: "init-only",
+    kind: "bool",
+    key: "initOnly",
+    def: "false",
+    help: "Do the privileged node setup (conntrack sysctls) and exit, as upstream's, so a " +
+      "DaemonSet can run it in an init container and the proxy itself without privileged.",
+  },
+  {
+    name: "write-config-to",
+    kind: "string",
+    key: "writeConfigTo",
+    convert: nonEmpty,
+    help: "Write the effective configuration (a KubeProxyConfiguration) to this file and exit.",
   },
   {
     name: "v",
@@ -1069,6 +1090,8 @@ function finish(s: Settings, configFile: string | undefined, warnings: string[])
       udpStreamTimeoutMs: s.ctUdpStreamMs ?? 0,
     },
     cleanup: s.cleanup ?? false,
+    initOnly: s.initOnly ?? false,
+    writeConfigTo: s.writeConfigTo,
     verbosity: s.verbosity ?? 0,
     loggingFormat: s.loggingFormat ?? "text",
     dryRun: s.dryRun ?? false,
