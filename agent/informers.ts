@@ -35,6 +35,7 @@ import { NativeWatch } from "./native_watch.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { pagedList } from "./paged_list.ts";
 import { httpStatus, timedRequest } from "./rest_metrics.ts";
+import { ApiProbe, errText, reachable, statusOf } from "./api_probe.ts";
 import { identityOf, slimEndpointSlice, slimNode, slimService, slimServiceCIDR } from "./slim.ts";
 
 /** Callbacks of a supervised informer. */
@@ -111,19 +112,6 @@ const KNOWN_EVENTS = new Set(["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]);
 
 function keyOf(o: Obj): string {
   return `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}`;
-}
-
-function statusOf(err: unknown): number | undefined {
-  const e = err as { code?: unknown; statusCode?: unknown } | undefined;
-  if (typeof e?.statusCode === "number") return e.statusCode;
-  if (typeof e?.code === "number") return e.code;
-  return undefined;
-}
-
-function errText(err: unknown): string {
-  const code = statusOf(err);
-  const msg = err instanceof Error ? err.message.split("\n")[0] : String(err);
-  return code ? `HTTP ${code}: ${msg}` : msg;
 }
 
 /** One informer with restart, watchdog and diff-on-relist. */
@@ -598,81 +586,4 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
       await Promise.all(sups.map((s) => s.stop()));
     },
   };
-}
-
-/**
- * GET /version. Any HTTP answer, even an error status, shows the server is reachable: only a
- * request that gets no response fails.
- */
-export async function reachable(api: ApiFetch, version: VersionApi, server: string): Promise<void> {
-  if (await api.usable()) {
-    const res = await api.get("/version", {});
-    await res.body?.cancel();
-    return;
-  }
-  try {
-    await timedRequest("GET", server + "/version", () => version.getCode(), httpStatus);
-  } catch (e) {
-    if (httpStatus(e) === undefined) throw e;
-  }
-}
-
-/**
- * Calls `check` every `intervalMs` (bounded by a timeout). When a check
- * succeeds after one or more failed, the server was away: `recovered` runs.
- */
-export class ApiProbe {
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #down = false;
-  #stopped = false;
-
-  constructor(
-    private readonly check: () => Promise<void>,
-    private readonly recovered: (reason: string) => void,
-    private readonly intervalMs: number,
-    private readonly log?: Logger,
-    private readonly timeoutMs = Math.max(1000, Math.min(intervalMs, 5000)),
-  ) {}
-
-  /** Starts probing (no-op when the interval is 0). */
-  start(): void {
-    if (this.intervalMs > 0) this.#schedule();
-  }
-
-  /** Stops probing. */
-  stop(): void {
-    this.#stopped = true;
-    clearTimeout(this.#timer);
-  }
-
-  /** Runs one probe now; exposed for tests. */
-  async probe(): Promise<void> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, rej) => {
-      timer = setTimeout(() => rej(new Error(`no answer in ${this.timeoutMs} ms`)), this.timeoutMs);
-    });
-    try {
-      await Promise.race([this.check(), timeout]);
-      if (this.#down) {
-        this.#down = false;
-        this.log?.info("API server reachable again; restarting watches");
-        this.recovered("API server was unreachable");
-      }
-    } catch (err) {
-      if (!this.#down) {
-        this.log?.warn("API server unreachable", { err: errText(err) });
-      }
-      this.#down = true;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  #schedule(): void {
-    if (this.#stopped) return;
-    this.#timer = setTimeout(async () => {
-      await this.probe();
-      this.#schedule();
-    }, this.intervalMs);
-  }
 }

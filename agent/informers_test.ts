@@ -1,12 +1,8 @@
 import assert from "node:assert/strict";
 import { KubeConfig } from "@kubernetes/client-node";
 import { FakeApiServer, type KObject } from "../tests/fakeapi/server.ts";
-import {
-  ApiProbe,
-  type InformerHandlers,
-  startProxyInformers,
-  WatchSupervisor,
-} from "./informers.ts";
+import { ApiProbe } from "./api_probe.ts";
+import { type InformerHandlers, startProxyInformers, WatchSupervisor } from "./informers.ts";
 import { CoreV1Api } from "@kubernetes/client-node";
 import { Logger } from "./log.ts";
 
