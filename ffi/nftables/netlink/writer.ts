@@ -71,7 +71,9 @@ export class RawElementWriter {
     }
     if (this.#socket === null) return false;
     const { acks } = await this.#socket.send(batch);
-
+    // A commit-time failure is acked on the batch-begin message, whose seq is not among ours:
+    // any error at all means the batch was aborted.
+    for (const e of acks.values()) if (e !== 0) return false;
     return batch.seqs.every((s) => acks.get(s) === 0);
   }
 
