@@ -127,6 +127,8 @@ export class Proxier {
   private readonly now: () => number;
   private readonly log: ProxierLog;
   private preempted = 0;
+  /** Changes taken by a sync that stepped aside, for the next one. */
+  private carried: { changed: Set<string>; deleted: Set<string> } | undefined;
   private warnedKey: string | undefined;
   private needFull = true;
   private fullReason = "startup";
@@ -204,9 +206,11 @@ export class Proxier {
    * later) when not ready yet. Throws when a transaction fails; the next sync
    * is then full, and moves to a fresh generation of endpoint maps.
    */
-  async sync(input: ProxierInput): Promise<SyncResult | null> {
-    this.mergeStale(input.stale);
+  async sync(given: ProxierInput): Promise<SyncResult | null> {
+    this.mergeStale(given.stale);
     if (!this.ready) return null;
+    // Changes a preempted sync took but did not write are written now.
+    const input = this.withCarried(given);
     if (this.busy) throw new Error("Proxier.sync called while a sync is running");
     this.busy = true;
     const t0 = performance.now();
@@ -229,9 +233,10 @@ export class Proxier {
       txs += deleted.ops > 0 ? 1 : 0;
       const full = this.nextSyncFull || this.written.empty;
       const changed = input.changed.size + input.deleted.size > 0;
-      if (full && this.preempted > 0 && !this.written.empty && changed) {
-        // A full sync stepped aside for these changes: commit just them now,
-        // and ask for the (no longer preemptible) full sync right after.
+      if (full && this.preempted === 1 && !this.written.empty && changed) {
+        // A full sync stepped aside for these changes: commit just them now, and run the (no
+        // longer preemptible) full sync right after, even if more changes keep coming.
+        this.preempted++;
         const pre = await this.runPlan(this.partialPlan(input, ctx));
         return { ...this.finish(input, false, t0, ops + pre.ops, txs + pre.txs), followUpMs: 0 };
       }
@@ -240,9 +245,9 @@ export class Proxier {
         const canYield = this.shouldYield !== undefined && this.preempted === 0 &&
           !this.written.empty;
         const services = await this.buildAll(input, ctx, canYield);
-        if (services === undefined) return this.preempt(t0, ops, txs);
+        if (services === undefined) return this.preempt(input, t0, ops, txs);
         const view = await this.kernelView();
-        if (canYield && this.shouldYield!()) return this.preempt(t0, ops, txs);
+        if (canYield && this.shouldYield!()) return this.preempt(input, t0, ops, txs);
         plan = planFull(this.written, {
           ctx,
           contextKey: key,
@@ -359,8 +364,10 @@ export class Proxier {
   }
 
   /** Result of a full sync that stepped aside (stale report kept for the next one). */
-  private preempt(t0: number, ops: number, txs: number): SyncResult {
+  private preempt(input: ProxierInput, t0: number, ops: number, txs: number): SyncResult {
     this.preempted++;
+    // The tracker has handed these changes over: keep them for the next sync.
+    this.carried = { changed: new Set(input.changed), deleted: new Set(input.deleted) };
     return {
       full: false,
       preempted: true,
@@ -370,6 +377,18 @@ export class Proxier {
       stale: emptyStale(),
       deletedChains: 0,
     };
+  }
+
+  /** `input` plus the changes a preempted sync carried over (a later change of an id wins). */
+  private withCarried(input: ProxierInput): ProxierInput {
+    const c = this.carried;
+    if (c === undefined) return input;
+    this.carried = undefined;
+    const changed = new Set(input.changed);
+    const deleted = new Set(input.deleted);
+    for (const id of c.changed) if (!deleted.has(id)) changed.add(id);
+    for (const id of c.deleted) if (!changed.has(id)) deleted.add(id);
+    return { ...input, changed, deleted };
   }
 
   private mergeStale(r: StaleReport): void {

@@ -386,3 +386,28 @@ Deno.test("build-context warnings (localhost NodePorts) are logged once per cont
   const hits = logs.filter((m) => /localhost NodePorts are not supported/.test(m));
   assert.equal(hits.length, 1, logs.join("\n"));
 });
+
+Deno.test("proxier: changes a preempted full sync took are written by the next sync, under churn too", async () => {
+  const state = syntheticState({ ...OPTS, services: 40 });
+  const { fake, p } = setup(undefined, { shouldYield: () => true, yieldEveryMs: 0 });
+  await must(p.sync(input(state)));
+  p.requestFullSync("periodic check");
+  // The change is in the preempted sync's own input: the tracker has handed it over already.
+  const a = serviceId(3), b = serviceId(7), c = serviceId(9);
+  state.endpoints.set(a, syntheticEndpoints(3, OPTS, 98));
+  const first = await must(p.sync(input(state, [a])));
+  assert.equal(first.preempted, true);
+  // Churn goes on: every later sync has other changes.
+  state.endpoints.set(b, syntheticEndpoints(7, OPTS, 97));
+  const second = await must(p.sync(input(state, [b])));
+  assert.equal(second.full, false);
+  assert.equal(
+    fake.dump(),
+    await freshDump(state),
+    "both the carried and the new change are written",
+  );
+  state.endpoints.set(c, syntheticEndpoints(9, OPTS, 96));
+  const third = await must(p.sync(input(state, [c])));
+  assert.equal(third.full, true, "the full sync runs even though changes keep coming");
+  assert.equal(fake.dump(), await freshDump(state));
+});
