@@ -7,6 +7,8 @@
  * `{"ts":1700698034123.456,"v":0,"msg":"message","key":"value"}`.
  * Every line goes to stderr, as klog's do (kube-proxy's default); stdout carries only what a
  * command prints as its output (--dry-run transactions, trace, explain, --version, --help).
+ * kube-proxy's logging flags change that ({@link createSink}): --log-text-split-stream sends
+ * info lines to stdout, --logtostderr=false --log-file=F writes to F.
  * @module
  */
 
@@ -55,6 +57,38 @@ export const stdSink: LogSink = {
     Deno.stderr.writeSync(encoder.encode(line + "\n"));
   },
 };
+
+/** Where lines go, as kube-proxy's logging flags choose. */
+export interface SinkOptions {
+  /** --log-*-split-stream: info lines to stdout, warnings and errors to stderr. */
+  splitStream?: boolean;
+  /** klog's --log-file (with --logtostderr=false): append every line to this file instead. */
+  file?: string;
+  /** klog's --alsologtostderr: with `file`, every line to stderr as well. */
+  alsoStderr?: boolean;
+}
+
+/**
+ * The sink for `opts`: {@link stdSink} (all to stderr) unless split stream or a log file is
+ * asked for. The file is opened for appending now; a failure to open it throws.
+ */
+export function createSink(opts: SinkOptions = {}): LogSink {
+  const write = (f: { writeSync(b: Uint8Array): number }) => (line: string) => {
+    f.writeSync(encoder.encode(line + "\n"));
+  };
+  if (opts.file) {
+    const file = Deno.openSync(opts.file, { append: true, create: true });
+    const toFile = write(file);
+    const toErr = write(Deno.stderr);
+    const both = (l: string) => {
+      toFile(l);
+      if (opts.alsoStderr) toErr(l);
+    };
+    return { out: both, err: both };
+  }
+  if (opts.splitStream) return { out: write(Deno.stdout), err: write(Deno.stderr) };
+  return stdSink;
+}
 
 function pad(n: number, width: number): string {
   return String(n).padStart(width, "0");

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { formatValue, Logger, type LogSink } from "./log.ts";
+import { createSink, formatValue, Logger, type LogSink, stdSink } from "./log.ts";
 
 function capture(): LogSink & { outs: string[]; errs: string[] } {
   const outs: string[] = [];
@@ -80,4 +80,23 @@ Deno.test("child loggers keep settings and change the component", () => {
   const c = log.child("health");
   c.info("x", undefined, 1);
   assert.match(sink.outs[0], / health\] "x"$/);
+});
+
+Deno.test("createSink: stderr by default; klog's --log-file appends there", () => {
+  assert.equal(createSink(), stdSink);
+  assert.equal(createSink({ splitStream: false }), stdSink);
+  const dir = Deno.makeTempDirSync();
+  try {
+    const path = `${dir}/kube-proxy.log`;
+    Deno.writeTextFileSync(path, "earlier\n");
+    const log = new Logger({ sink: createSink({ file: path }), now: fixed });
+    log.info("to the file");
+    log.error("also to the file");
+    const lines = Deno.readTextFileSync(path).trim().split("\n");
+    assert.equal(lines[0], "earlier");
+    assert.match(lines[1], /^I.*"to the file"$/);
+    assert.match(lines[2], /^E.*"also to the file"$/);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
 });

@@ -1,8 +1,12 @@
 /**
  * kube-proxy's flags that mean nothing to this agent, accepted so that an existing kube-proxy
  * DaemonSet or unit runs unchanged (each gets a one-line warning), and the "did you mean" hint
- * for flags nobody knows. Names are upstream's (cmd/kube-proxy/app/options.go, v1.34), plus the
- * klog flags older manifests still pass.
+ * for flags nobody knows.
+ *
+ * Names are upstream's (v1.34: cmd/kube-proxy/app/options.go, component-base's logging flags,
+ * klog's flags, which kube-proxy still registers through the Go flag set, and the Windows-only
+ * flags of options_windows.go), plus flags older manifests still pass that upstream has since
+ * removed. Upstream normalizes `_` to `-` in flag names (`--log_dir` is `--log-dir`); so do we.
  *
  * @module
  */
@@ -18,7 +22,8 @@ export interface IgnoredFlag {
 const IPVS = "the ipvs mode is not implemented; this agent is nftables only";
 const IPTABLES = "iptables-mode only";
 const WINDOWS = "Windows (kernelspace mode) only";
-const KLOG = "klog's flag; logs go to stderr (or stdout for info) as configured by --v";
+const KLOG_FILES = "klog's log files are not implemented, only --log-file (see docs/flags.md)";
+const KLOG_HEADER = "lines keep klog's default header";
 
 /** Upstream flags accepted and ignored, by name. */
 export const IGNORED_FLAGS: ReadonlyMap<string, IgnoredFlag> = new Map<string, IgnoredFlag>([
@@ -36,6 +41,7 @@ export const IGNORED_FLAGS: ReadonlyMap<string, IgnoredFlag> = new Map<string, I
   ["kube-api-burst", { why: "the agent sends a few requests per resync, not a stream" }],
   ["config-sync-period", { why: "watches resume from the last version; no periodic re-list" }],
   ["port-range", { why: "has no effect in nftables mode upstream either" }],
+  ["proxy-port-range", { why: "userspace-mode only (removed upstream)" }],
   ["profiling", { bool: true, why: "there is no pprof endpoint" }],
   ["show-hidden-metrics-for-version", { why: "no metric is hidden" }],
   ["bind-address-hard-fail", { bool: true, why: "the healthz/metrics servers always fail hard" }],
@@ -56,19 +62,23 @@ export const IGNORED_FLAGS: ReadonlyMap<string, IgnoredFlag> = new Map<string, I
   ["forward-healthcheck-vip", { bool: true, why: WINDOWS }],
   ["windows-service", { bool: true, why: WINDOWS }],
   ["log-flush-frequency", { why: "every log line is written at once" }],
+  ["log-text-info-buffer-size", { why: "info lines are not buffered" }],
+  ["log-json-info-buffer-size", { why: "info lines are not buffered" }],
   ["vmodule", { why: "per-file verbosity is not supported; --v applies everywhere" }],
-  ["logtostderr", { bool: true, why: KLOG }],
-  ["alsologtostderr", { bool: true, why: KLOG }],
-  ["log-dir", { why: KLOG }],
-  ["log-file", { why: KLOG }],
-  ["log-file-max-size", { why: KLOG }],
-  ["log-backtrace-at", { why: KLOG }],
-  ["skip-headers", { bool: true, why: KLOG }],
-  ["skip-log-headers", { bool: true, why: KLOG }],
-  ["stderrthreshold", { why: KLOG }],
-  ["one-output", { bool: true, why: KLOG }],
-  ["add-dir-header", { bool: true, why: KLOG }],
+  ["log-dir", { why: KLOG_FILES }],
+  ["log-file-max-size", { why: KLOG_FILES }],
+  ["log-backtrace-at", { why: "log lines carry no stack traces" }],
+  ["skip-headers", { bool: true, why: KLOG_HEADER }],
+  ["skip-log-headers", { bool: true, why: KLOG_FILES }],
+  ["stderrthreshold", { why: KLOG_FILES }],
+  ["one-output", { bool: true, why: KLOG_FILES }],
+  ["add-dir-header", { bool: true, why: KLOG_HEADER }],
 ]);
+
+/** Upstream's name normalization (component-base's WordSepNormalizeFunc): `_` is `-`. */
+export function normalizeFlagName(name: string): string {
+  return name.replaceAll("_", "-");
+}
 
 /** Edit distance (insertions, deletions, substitutions). */
 export function editDistance(a: string, b: string): number {

@@ -1,0 +1,236 @@
+/**
+ * Value parsers shared by the command line and the config file: Go durations, IPs, CIDRs,
+ * host:port, and the per-setting converters (each throws a plain Error saying what is wrong).
+ *
+ * @module
+ */
+import type { DetectLocalMode, LoggingFormat } from "./types.ts";
+
+const DURATION_UNITS: Record<string, number> = {
+  ns: 1e-6,
+  us: 1e-3,
+  "µs": 1e-3,
+  "μs": 1e-3,
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
+
+/**
+ * Parses a Go duration ("1s", "500ms", "1h30m", "1.5h", "0") into milliseconds.
+ * Throws a plain Error describing the accepted syntax.
+ */
+export function parseGoDuration(text: string): number {
+  const s = text.trim();
+  const bad = () =>
+    new Error(`invalid duration "${text}": use Go syntax such as 500ms, 30s, 1m30s or 1h`);
+  if (s === "0" || s === "+0" || s === "-0") return 0;
+  const m = /^([+-]?)((?:(?:\d+\.?\d*|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+)$/.exec(s);
+  if (!m) throw bad();
+  let total = 0;
+  for (const part of m[2].matchAll(/(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)/g)) {
+    total += Number(part[1]) * DURATION_UNITS[part[2]];
+  }
+  return m[1] === "-" ? -total : total;
+}
+
+/** Formats milliseconds as a Go-style duration ("1h30m0s", "500ms"), for docs and logs. */
+export function formatGoDuration(ms: number): string {
+  if (ms === 0) return "0s";
+  if (Math.abs(ms) < 1000) return `${ms}ms`;
+  const sign = ms < 0 ? "-" : "";
+  let rest = Math.abs(ms) / 1000;
+  const h = Math.floor(rest / 3600);
+  rest -= h * 3600;
+  const m = Math.floor(rest / 60);
+  rest -= m * 60;
+  const sec = Number(rest.toFixed(3));
+  return sign + (h ? `${h}h${m}m${sec}s` : m ? `${m}m${sec}s` : `${sec}s`);
+}
+
+/** True if `s` is a literal IPv4 address. */
+export function isIPv4(s: string): boolean {
+  const parts = s.split(".");
+  return parts.length === 4 &&
+    parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255 && !(p.length > 1 && p[0] === "0"));
+}
+
+/** True if `s` is a literal IPv6 address (no zone). */
+export function isIPv6(s: string): boolean {
+  if (!s.includes(":") || !/^[0-9a-fA-F:.]+$/.test(s)) return false;
+  let head = s;
+  let extra = 0;
+  const lastColon = s.lastIndexOf(":");
+  const tail = s.slice(lastColon + 1);
+  if (tail.includes(".")) {
+    if (!isIPv4(tail)) return false;
+    head = s.slice(0, lastColon + 1) + "0"; // stand-in group for the 2 IPv4 groups
+    extra = 1;
+  }
+  const dbl = head.split("::");
+  if (dbl.length > 2) return false;
+  const groups = (x: string) => (x === "" ? [] : x.split(":"));
+  const all = dbl.flatMap(groups);
+  if (!all.every((g) => /^[0-9a-fA-F]{1,4}$/.test(g))) return false;
+  const n = all.length + extra;
+  return dbl.length === 2 ? n <= 7 : n === 8;
+}
+
+/** True if `s` is an IPv4 or IPv6 CIDR ("10.0.0.0/8", "fd00::/64"). */
+export function isCIDR(s: string): boolean {
+  const i = s.indexOf("/");
+  if (i < 0) return false;
+  const ip = s.slice(0, i);
+  const bits = s.slice(i + 1);
+  if (!/^\d{1,3}$/.test(bits)) return false;
+  if (isIPv4(ip)) return Number(bits) <= 32;
+  if (isIPv6(ip)) return Number(bits) <= 128;
+  return false;
+}
+
+/** Checks "host:port" / "[v6]:port" / bare IP (port then comes from `defaultPort`). */
+export function normalizeHostPort(value: string, defaultPort: number): string {
+  if (value === "") return "";
+  let host: string;
+  let port: string | undefined;
+  const v6 = /^\[([^\]]+)\](?::(\d+))?$/.exec(value);
+  if (v6) {
+    host = v6[1];
+    port = v6[2];
+    if (!isIPv6(host)) throw new Error(`"${host}" is not an IPv6 address`);
+  } else if (isIPv6(value)) {
+    host = value;
+  } else {
+    const i = value.lastIndexOf(":");
+    host = i < 0 ? value : value.slice(0, i);
+    port = i < 0 ? undefined : value.slice(i + 1);
+    if (!isIPv4(host)) throw new Error(`"${host}" is not an IP address`);
+  }
+  const p = port === undefined ? defaultPort : Number(port);
+  if (port !== undefined && !/^\d+$/.test(port) || !Number.isInteger(p) || p < 0 || p > 65535) {
+    throw new Error(`port "${port}" is not a number in 0..65535`);
+  }
+  return host.includes(":") ? `[${host}]:${p}` : `${host}:${p}`;
+}
+
+/** Splits "host:port" produced by {@link normalizeHostPort} into its parts. */
+export function splitHostPort(addr: string): { hostname: string; port: number } {
+  const i = addr.lastIndexOf(":");
+  const host = addr.slice(0, i).replace(/^\[|\]$/g, "");
+  return { hostname: host, port: Number(addr.slice(i + 1)) };
+}
+
+/** The accepted --detect-local-mode values. */
+export const DETECT_MODES: readonly DetectLocalMode[] = [
+  "ClusterCIDR",
+  "NodeCIDR",
+  "BridgeInterface",
+  "InterfaceNamePrefix",
+];
+
+/** A converter accepting integers in lo..hi. */
+export function intIn(lo: number, hi: number) {
+  return (v: string) => {
+    if (!/^[+-]?\d+$/.test(v.trim())) throw new Error(`"${v}" is not an integer`);
+    const n = Number(v);
+    if (n < lo || n > hi) throw new Error(`${n} is outside ${lo}..${hi}`);
+    return n;
+  };
+}
+
+/** A Go duration >= 0, in ms. */
+export function nonNegativeDuration(v: string): number {
+  const ms = parseGoDuration(v);
+  if (ms < 0) throw new Error(`duration "${v}" must not be negative`);
+  return ms;
+}
+
+/** A Go duration > 0, in ms. */
+export function positiveDuration(v: string): number {
+  const ms = parseGoDuration(v);
+  if (ms <= 0) throw new Error(`duration "${v}" must be greater than 0`);
+  return ms;
+}
+
+/** Comma-separated CIDRs. */
+export function cidrList(v: string): string[] {
+  const items = v.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  for (const c of items) if (!isCIDR(c)) throw new Error(`"${c}" is not a CIDR`);
+  return items;
+}
+
+/** Comma-separated --nodeport-addresses: CIDRs, or "primary" alone. */
+export function nodePortList(v: string): string[] {
+  const items = v.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  return checkNodePortAddresses(items);
+}
+
+/** Checks a nodePortAddresses list: CIDRs, or "primary" alone. */
+export function checkNodePortAddresses(items: string[]): string[] {
+  if (items.includes("primary")) {
+    if (items.length > 1) throw new Error(`"primary" cannot be combined with CIDRs`);
+    return items;
+  }
+  for (const c of items) if (!isCIDR(c)) throw new Error(`"${c}" is neither a CIDR nor "primary"`);
+  return items;
+}
+
+/** One of {@link DETECT_MODES}. */
+export function detectMode(v: string): DetectLocalMode {
+  if (!DETECT_MODES.includes(v as DetectLocalMode)) {
+    throw new Error(`"${v}" is not one of ${DETECT_MODES.join(", ")}`);
+  }
+  return v as DetectLocalMode;
+}
+
+/** "text" or "json". */
+export function loggingFormat(v: string): LoggingFormat {
+  if (v !== "text" && v !== "json") throw new Error(`"${v}" is not "text" or "json"`);
+  return v;
+}
+
+/** "nftables", or "" (which upstream would default; here it can only mean nftables). */
+export function proxyMode(v: string): "nftables" {
+  if (v !== "nftables" && v !== "") {
+    throw new Error(
+      `"${v}" is not supported: kube-nft-proxy implements only the "nftables" mode ` +
+        `(run upstream kube-proxy for ${v})`,
+    );
+  }
+  return "nftables";
+}
+
+/** A converter checking "host:port" (or a bare IP, or "") without applying defaults. */
+export function hostPortValidator(defaultPort: number) {
+  return (v: string) => {
+    normalizeHostPort(v, defaultPort); // validate only; defaults depend on --bind-address
+    return v;
+  };
+}
+
+/** A literal IPv4 or IPv6 address. */
+export function ipAddress(v: string): string {
+  if (!isIPv4(v) && !isIPv6(v)) throw new Error(`"${v}" is not an IP address`);
+  return v;
+}
+
+/** Any non-blank string. */
+export function nonEmpty(v: string): string {
+  if (v.trim() === "") throw new Error("the value must not be empty");
+  return v;
+}
+
+/** An http(s) URL, without trailing slashes. */
+export function masterURL(v: string): string {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new Error(`"${v}" is not a URL`);
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    throw new Error(`"${v}" must start with http:// or https://`);
+  }
+  return v.replace(/\/+$/, "");
+}
