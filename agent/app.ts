@@ -5,11 +5,20 @@
  *
  * @module
  */
-import { AGENT_VERSION, type AgentConfig, parseArgs, usage, UsageError } from "./flags.ts";
-import { Logger, type LogSink } from "./log.ts";
+import {
+  AGENT_VERSION,
+  type AgentConfig,
+  parseArgs,
+  usage,
+  UsageError,
+  versionText,
+} from "./flags.ts";
+import { createSink, Logger, type LogSink } from "./log.ts";
 import { createMetrics, serveMetrics } from "./metrics.ts";
 import { setRestClientMetrics } from "./rest_metrics.ts";
-import { effectiveConfiguration } from "./configz.ts";
+import { configzBody, effectiveConfiguration } from "./configz.ts";
+import { bindAddressesFor, localIPs } from "./bind_addresses.ts";
+import { watchConfigFile } from "./config_watch.ts";
 import { stringify as stringifyYaml } from "yaml";
 import { ApiFetch } from "./api_fetch.ts";
 import { postStartingEvent } from "./events.ts";
@@ -91,8 +100,11 @@ async function cleanup(log: Logger): Promise<number> {
   return failed ? 1 : 0;
 }
 
-/** IP families to run: those of the Node's primary IPs (InternalIP, else ExternalIP) and --bind-address. */
-export function nodeFamilies(node: V1Node | undefined, bindAddress: string): Family[] {
+/** IP families to run: those of the Node's primary IPs (InternalIP, else ExternalIP) and the node IP overrides. */
+export function nodeFamilies(
+  node: V1Node | undefined,
+  nodeIPOverride: string | string[],
+): Family[] {
   const fams = new Set<Family>();
   const addrs = node?.status?.addresses ?? [];
   for (const type of ["InternalIP", "ExternalIP"]) {
@@ -100,8 +112,8 @@ export function nodeFamilies(node: V1Node | undefined, bindAddress: string): Fam
     for (const ip of ips) fams.add(ip.includes(":") ? 6 : 4);
     if (ips.length > 0) break;
   }
-  if (bindAddress && bindAddress !== "0.0.0.0" && bindAddress !== "::") {
-    fams.add(bindAddress.includes(":") ? 6 : 4);
+  for (const ip of typeof nodeIPOverride === "string" ? [nodeIPOverride] : nodeIPOverride) {
+    if (ip && ip !== "0.0.0.0" && ip !== "::") fams.add(ip.includes(":") ? 6 : 4);
   }
   return ([4, 6] as Family[]).filter((f) => fams.has(f));
 }
@@ -110,15 +122,19 @@ export function nodeFamilies(node: V1Node | undefined, bindAddress: string): Fam
 export interface RunOptions {
   /** Stops the agent like SIGTERM. */
   signal?: AbortSignal;
-  /** Where log lines go (default stdout/stderr). */
+  /** Where log lines go (default: as the logging flags say, stderr unless told otherwise). */
   sink?: LogSink;
 }
+
+/** Exit status after the --config file changed (upstream returns an error: status 1). */
+export const EXIT_CONFIG_CHANGED = 1;
 
 /** Runs the agent with the given arguments; resolves with the exit code. */
 export async function runAgent(argv: string[], opts: RunOptions = {}): Promise<number> {
   let cfg: AgentConfig;
+  let configText = "";
   try {
-    cfg = parseArgs(argv);
+    cfg = parseArgs(argv, (path) => (configText = Deno.readTextFileSync(path)));
   } catch (err) {
     if (err instanceof UsageError) {
       console.error(`kube-nft-proxy: ${err.message}\nRun 'kube-nft-proxy --help' for usage.`);
@@ -131,10 +147,21 @@ export async function runAgent(argv: string[], opts: RunOptions = {}): Promise<n
     return 0;
   }
   if (cfg.version) {
-    console.log(AGENT_VERSION);
+    console.log(versionText(cfg.version === "raw"));
     return 0;
   }
-  const log = new Logger({ verbosity: cfg.verbosity, format: cfg.loggingFormat, sink: opts.sink });
+  let sink = opts.sink;
+  try {
+    sink ??= createSink({
+      splitStream: cfg.logSplitStream,
+      file: cfg.logFile,
+      alsoStderr: cfg.alsoLogToStderr,
+    });
+  } catch (err) {
+    console.error(`kube-nft-proxy: cannot open --log-file ${cfg.logFile}: ${err}`);
+    return 1;
+  }
+  const log = new Logger({ verbosity: cfg.verbosity, format: cfg.loggingFormat, sink });
   for (const w of cfg.warnings) log.warn(w);
   const libDir = cfg.libDir ?? Deno.env.get("KUBE_NFT_PROXY_LIB_DIR");
   if (libDir) setLibraryDir(libDir);
@@ -158,7 +185,7 @@ export async function runAgent(argv: string[], opts: RunOptions = {}): Promise<n
 
   try {
     if (cfg.cleanup) return await cleanup(log);
-    return await serve(cfg, log, opts.signal);
+    return await serve(cfg, log, opts.signal, configText);
   } catch (err) {
     if (err instanceof LibraryNotFoundError || err instanceof KubeConfigError) {
       log.error(err.message);
@@ -186,7 +213,23 @@ function applyNodeSysctls(cfg: AgentConfig, log: Logger): void {
   }
 }
 
-async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promise<number> {
+/** The listeners of a server: its v1alpha2 CIDRs resolved on this host, or its one address. */
+function listenAddresses(
+  cidrs: AgentConfig["healthzBindCIDRs"],
+  address: string,
+  ips: () => string[],
+): string[] {
+  if (!cidrs) return address ? [address] : [];
+  const local = ips();
+  return bindAddressesFor(cidrs, local, local.some((ip) => ip.includes(":")));
+}
+
+async function serve(
+  cfg: AgentConfig,
+  log: Logger,
+  signal: AbortSignal | undefined,
+  configText: string,
+): Promise<number> {
   const nodeName = (cfg.hostnameOverride ?? Deno.hostname()).trim().toLowerCase();
   const kube = loadKubeConfig({ kubeconfig: cfg.kubeconfig, master: cfg.master });
   log.info("Starting kube-nft-proxy", {
@@ -208,16 +251,18 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
     metrics,
     log: log.child("healthz"),
   });
-  const servers: { close(): Promise<void> }[] = [];
-  if (!cfg.dryRun && cfg.healthzBindAddress) {
-    health.serve(cfg.healthzBindAddress);
-    servers.push(health);
-  }
-  if (!cfg.dryRun && cfg.metricsBindAddress) {
-    const m = serveMetrics(cfg.metricsBindAddress, metrics.registry, {
-      configz: () => effectiveConfiguration(cfg),
-    });
-    servers.push({ close: () => m.shutdown() });
+  const servers: { close(): Promise<void> }[] = [health];
+  const ips = () => localIPs();
+  if (!cfg.dryRun) {
+    for (const addr of listenAddresses(cfg.healthzBindCIDRs, cfg.healthzBindAddress, ips)) {
+      health.serve(addr);
+    }
+    for (const addr of listenAddresses(cfg.metricsBindCIDRs, cfg.metricsBindAddress, ips)) {
+      const m = serveMetrics(addr, metrics.registry, {
+        configz: () => configzBody(cfg)["kubeproxy.config.k8s.io"],
+      });
+      servers.push({ close: () => m.shutdown() });
+    }
   }
   if (!cfg.dryRun) applyNodeSysctls(cfg, log);
 
@@ -232,7 +277,7 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
   };
   const state = new ClusterState({
     nodeName,
-    bindAddress: cfg.bindAddress ? [cfg.bindAddress] : [],
+    bindAddress: cfg.nodeIPOverride,
     log: stateLog,
   });
 
@@ -340,6 +385,7 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
   }
 
   let stopping = false;
+  let exitCode = 0;
   let resolveStop: () => void = () => {};
   const stopped = new Promise<void>((res) => (resolveStop = res));
   const onSignal = () => {
@@ -348,6 +394,17 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
     log.info("Shutting down; rules stay in place");
     resolveStop();
   };
+  const configWatch = cfg.configFile === undefined ? undefined : watchConfigFile(cfg.configFile, {
+    initial: configText,
+    onChange: () => {
+      if (stopping) return;
+      log.info("The configuration file changed; exiting so that the restart reads it", {
+        path: cfg.configFile,
+      });
+      exitCode = EXIT_CONFIG_CHANGED;
+      onSignal();
+    },
+  });
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   for (const s of signals) Deno.addSignalListener(s, onSignal);
   signal?.addEventListener("abort", onSignal);
@@ -356,7 +413,7 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
   // The IP families follow from the node's IPs, so wait (bounded) for the Node.
   const timer = new Promise<void>((res) => setTimeout(res, NODE_WAIT_MS));
   await Promise.race([nodeArrived, timer, stopped]);
-  let families = nodeFamilies(lastNode, cfg.bindAddress);
+  let families = nodeFamilies(lastNode, cfg.nodeIPOverride);
   if (families.length === 0) {
     log.warn("No node IP known (Node object missing or without addresses); running IPv4 only", {
       node: nodeName,
@@ -412,6 +469,7 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
   engine.requestSync();
 
   await stopped;
+  configWatch?.close();
   for (const s of signals) Deno.removeSignalListener(s, onSignal);
   uninstallHeapSnapshot();
   await informers.stop();
@@ -421,5 +479,5 @@ async function serve(cfg: AgentConfig, log: Logger, signal?: AbortSignal): Promi
   for (const s of servers) await s.close();
   for (const c of clients) c.close();
   log.info("Stopped");
-  return 0;
+  return exitCode;
 }

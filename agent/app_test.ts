@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { nodeFamilies, proxierConfig, runAgent } from "./app.ts";
 import { parseArgs } from "./flags.ts";
+import { FakeApiServer } from "../tests/fakeapi/server.ts";
 
 Deno.test("IP families follow the Node's primary IPs, then --bind-address", () => {
   const node = (addrs: [string, string][]) => ({
@@ -87,4 +88,46 @@ Deno.test("--write-config-to writes a KubeProxyConfiguration the agent reads bac
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }
+});
+
+Deno.test({
+  name: "a --config edit stops the agent with status 1, as upstream (dry run)",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    const api = FakeApiServer.start();
+    const dir = Deno.makeTempDirSync();
+    const lines: string[] = [];
+    const sink = { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) };
+    const quiet = console.log;
+    console.log = () => {}; // the dry run's nft scripts
+    try {
+      api.apply({ kind: "Node", metadata: { name: "node-a" }, status: { addresses: [] } });
+      const path = `${dir}/config.conf`;
+      const conf = "apiVersion: kubeproxy.config.k8s.io/v1alpha2\nkind: KubeProxyConfiguration\n" +
+        "mode: nftables\nsyncPeriod: 30s\n";
+      Deno.writeTextFileSync(path, conf);
+      const done = runAgent([
+        `--config=${path}`,
+        `--kubeconfig=${api.writeKubeconfig(`${dir}/kubeconfig`)}`,
+        "--hostname-override=node-a",
+        "--dry-run",
+      ], { sink });
+      const until = async (re: RegExp) => {
+        for (let i = 0; i < 200 && !lines.some((l) => re.test(l)); i++) {
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        assert.ok(lines.some((l) => re.test(l)), `no ${re}:\n${lines.join("\n")}`);
+      };
+      await until(/"Running"/);
+      Deno.writeTextFileSync(path, conf.replace("30s", "20s"));
+      assert.equal(await done, 1);
+      await until(/The configuration file changed; exiting/);
+      assert.ok(lines.some((l) => /rules stay in place/.test(l)));
+    } finally {
+      console.log = quiet;
+      await api.close();
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
 });

@@ -90,7 +90,7 @@ export class ProxierHealthServer {
   readonly #oldestQueued = new Map<IPFamilyLabel, number>();
   readonly #watchDownSince = new Map<string, number>();
   #node: HealthNode | undefined;
-  #server?: Deno.HttpServer<Deno.NetAddr>;
+  #servers: Deno.HttpServer<Deno.NetAddr>[] = [];
 
   /** Creates the tracker; call {@link serve} to expose it over HTTP. */
   constructor(opts: ProxierHealthOptions) {
@@ -199,23 +199,26 @@ export class ProxierHealthServer {
     });
   }
 
-  /** Starts serving on "host:port" (port 0 picks a free one); returns the bound address. */
+  /**
+   * Starts serving on "host:port" (port 0 picks a free one); returns the bound address. May be
+   * called once per address (v1alpha2 lists several).
+   */
   serve(addr: string): Deno.NetAddr {
-    if (this.#server) throw new Error("health server already running");
     const { hostname, port } = splitHostPort(addr);
-    this.#server = Deno.serve(
+    const server = Deno.serve(
       { hostname, port, onListen: () => {} },
       (req) => this.handle(req),
     );
+    this.#servers.push(server);
     this.#log?.info("Started healthz HTTP server", { address: addr }, 3);
-    return this.#server.addr;
+    return server.addr;
   }
 
-  /** Stops the HTTP server, if running. */
+  /** Stops the HTTP servers, if running. */
   async close(): Promise<void> {
-    const s = this.#server;
-    this.#server = undefined;
-    if (s) await s.shutdown();
+    const servers = this.#servers;
+    this.#servers = [];
+    await Promise.all(servers.map((s) => s.shutdown()));
   }
 }
 

@@ -197,9 +197,10 @@ export interface MetricsExtras {
 
 /**
  * Serves `GET /metrics` in the Prometheus text format, plus upstream's other metrics-port paths:
- * `/proxyMode` (the proxy mode as plain text), `/healthz` ("ok": the process answers) and
- * `/configz` (`{"kubeproxy.config.k8s.io": <configuration>}`). 404 for other paths, 405 for
- * other methods.
+ * `/proxyMode` (the proxy mode as plain text), `/healthz` and `/healthz/ping` ("ok": the process
+ * answers; upstream installs k8s.io/apiserver's healthz handler with only its ping check, so this
+ * is not the proxy health of the healthz port) and `/configz`
+ * (`{"kubeproxy.config.k8s.io": <configuration>}`). 404 for other paths, 405 for other methods.
  */
 export async function metricsHandler(
   req: Request,
@@ -207,7 +208,7 @@ export async function metricsHandler(
   extras: MetricsExtras = {},
 ): Promise<Response> {
   const url = new URL(req.url);
-  const known = ["/metrics", "/proxyMode", "/healthz"];
+  const known = ["/metrics", "/proxyMode", "/healthz", "/healthz/ping"];
   if (extras.configz) known.push("/configz");
   if (!known.includes(url.pathname)) return new Response("not found\n", { status: 404 });
   if (req.method !== "GET" && req.method !== "HEAD") {
@@ -219,6 +220,12 @@ export async function metricsHandler(
     case "/proxyMode":
       return reply("nftables", "text/plain; charset=utf-8");
     case "/healthz":
+      // ?verbose lists the checks, as the apiserver handler does.
+      if (url.searchParams.has("verbose")) {
+        return reply("[+]ping ok\nhealthz check passed\n", "text/plain; charset=utf-8");
+      }
+      return reply("ok", "text/plain; charset=utf-8");
+    case "/healthz/ping":
       return reply("ok", "text/plain; charset=utf-8");
     case "/configz":
       return reply(

@@ -137,6 +137,8 @@ Deno.test("the metrics port also serves /proxyMode, /healthz and /configz, as up
   assert.equal(mode.status, 200);
   assert.equal(await mode.text(), "nftables");
   assert.equal(await (await get("/healthz")).text(), "ok");
+  assert.equal(await (await get("/healthz/ping")).text(), "ok");
+  assert.equal(await (await get("/healthz?verbose")).text(), "[+]ping ok\nhealthz check passed\n");
   const cz = await get("/configz");
   assert.match(cz.headers.get("content-type") ?? "", /json/);
   assert.deepEqual(await cz.json(), {

@@ -317,11 +317,12 @@ Deno.test({
         assert.deepEqual(await httpGet(`${base}/healthz`), { status: 200, body: "ok" });
         const cz = await httpGet(`${base}/configz`);
         assert.equal(cz.status, 200);
+        // Upstream's internal configuration, with Go's field names.
         const c = JSON.parse(cz.body)["kubeproxy.config.k8s.io"];
-        assert.equal(c.kind, "KubeProxyConfiguration");
-        assert.equal(c.hostnameOverride, NODE_NAME);
-        assert.equal(c.clusterCIDR, "198.18.1.0/24,2001:db8:1::/64");
-        assert.equal(c.nftables.syncPeriod, "2s");
+        assert.equal(c.Mode, "nftables");
+        assert.equal(c.HostnameOverride, NODE_NAME);
+        assert.deepEqual(c.DetectLocal.ClusterCIDRs, ["198.18.1.0/24", "2001:db8:1::/64"]);
+        assert.equal(c.SyncPeriod, "2s");
       });
 
       let syncs0 = 0;
