@@ -240,3 +240,89 @@ Deno.test("docs/flags.md lists every ignored upstream flag and every extension",
   const ours = doc.slice(doc.indexOf("Our extensions"), doc.indexOf("Accepted with a one-line"));
   for (const f of FLAGS.filter((f) => f.ours)) assert.ok(ours.includes(`\`--${f.name}\``), f.name);
 });
+
+Deno.test("every flag kube-proxy v1.34 registers on Linux is accepted", () => {
+  // options.go's AddFlags, component-base's logging flags, klog's (still registered through
+  // the Go flag set, underscore-spelled), verflag's --version; with a value of the right kind.
+  const upstream: Record<string, string> = {
+    "config": "", // read below
+    "write-config-to": "/dev/null",
+    "cleanup": "false",
+    "feature-gates": "AllAlpha=false",
+    "kubeconfig": "/k",
+    "master": "https://198.18.0.9",
+    "kube-api-content-type": "application/json",
+    "kube-api-burst": "10",
+    "kube-api-qps": "5",
+    "hostname-override": "n",
+    "bind-address": "0.0.0.0",
+    "healthz-bind-address": "0.0.0.0:10256",
+    "metrics-bind-address": "127.0.0.1:10249",
+    "bind-address-hard-fail": "true",
+    "profiling": "false",
+    "show-hidden-metrics-for-version": "1.33",
+    "init-only": "false",
+    "proxy-mode": "nftables",
+    "iptables-masquerade-bit": "14",
+    "masquerade-all": "false",
+    "iptables-localhost-nodeports": "true",
+    "iptables-sync-period": "30s",
+    "iptables-min-sync-period": "1s",
+    "ipvs-sync-period": "30s",
+    "ipvs-min-sync-period": "1s",
+    "ipvs-scheduler": "rr",
+    "ipvs-exclude-cidrs": "198.18.0.0/24",
+    "ipvs-strict-arp": "false",
+    "ipvs-tcp-timeout": "0s",
+    "ipvs-tcpfin-timeout": "0s",
+    "ipvs-udp-timeout": "0s",
+    "detect-local-mode": "ClusterCIDR",
+    "pod-bridge-interface": "cbr0",
+    "pod-interface-name-prefix": "veth",
+    "cluster-cidr": "198.18.64.0/18",
+    "nodeport-addresses": "primary",
+    "oom-score-adj": "-999",
+    "conntrack-max-per-core": "32768",
+    "conntrack-min": "131072",
+    "conntrack-tcp-timeout-established": "24h",
+    "conntrack-tcp-timeout-close-wait": "1h",
+    "conntrack-tcp-be-liberal": "false",
+    "conntrack-udp-timeout": "0s",
+    "conntrack-udp-timeout-stream": "0s",
+    "config-sync-period": "15m",
+    "healthz-port": "10256",
+    "metrics-port": "10249",
+    "logging-format": "text",
+    "log-flush-frequency": "5s",
+    "v": "2",
+    "vmodule": "proxier=4",
+    "log-text-split-stream": "false",
+    "log-text-info-buffer-size": "0",
+    "add_dir_header": "false",
+    "alsologtostderr": "false",
+    "log_backtrace_at": ":0",
+    "log_dir": "",
+    "log_file": "/tmp/kube-proxy.log",
+    "log_file_max_size": "1800",
+    "logtostderr": "true",
+    "one_output": "false",
+    "skip_headers": "false",
+    "skip_log_headers": "false",
+    "stderrthreshold": "2",
+    "version": "false",
+  };
+  const argv = Object.entries(upstream).filter(([k]) => k !== "config").map(([k, v]) =>
+    `--${k}=${v}`
+  );
+  const c = parseArgs(argv, () => {
+    throw new Error("no file");
+  });
+  assert.equal(c.syncPeriodMs, 30_000);
+  assert.equal(c.verbosity, 2);
+  for (const [k, v] of Object.entries(upstream)) {
+    if (k === "config") continue;
+    // And each one alone, in the separate-value form where it takes one.
+    const bool = v === "true" || v === "false";
+    parseArgs(bool ? [`--${k}`] : [`--${k}`, v], () => "");
+  }
+});
