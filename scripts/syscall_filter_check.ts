@@ -14,6 +14,7 @@
 import { Netns } from "../tests/netns.ts";
 import { FakeApiServer } from "../tests/fakeapi/server.ts";
 import { startTaskCommand } from "../tests/e2e/fixtures/agent_process.ts";
+import { dlopen } from "../ffi/native.ts";
 
 const SELF = new URL(import.meta.url).pathname;
 
@@ -51,7 +52,7 @@ export function unitFilter(unit: string): { allow: boolean; calls: Set<string> }
 
 /** Loads the filter into this process (all threads) and runs `cmd` under it. */
 async function execFiltered(allow: boolean, callsFile: string, cmd: string[]): Promise<never> {
-  const lib = Deno.dlopen("libseccomp.so.2", {
+  const lib = dlopen("libseccomp.so.2", {
     seccomp_init: { parameters: ["u32"], result: "pointer" },
     seccomp_syscall_resolve_name: { parameters: ["buffer"], result: "i32" },
     seccomp_rule_add_array: {
