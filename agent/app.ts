@@ -21,7 +21,7 @@ import { bindAddressesFor, localIPs } from "./bind_addresses.ts";
 import { watchConfigFile } from "./config_watch.ts";
 import { stringify as stringifyYaml } from "yaml";
 import { ApiFetch } from "./api_fetch.ts";
-import { postStartingEvent } from "./events.ts";
+import { type NodeEvent, postNodeEvent, postStartingEvent } from "./events.ts";
 import { installHeapSnapshotSignal } from "./heap_snapshot.ts";
 import { ProxierHealthServer, ServiceHealthServers } from "./health.ts";
 import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
@@ -252,16 +252,31 @@ async function serve(
     log: log.child("healthz"),
   });
   const servers: { close(): Promise<void> }[] = [health];
-  const ips = () => localIPs();
-  if (!cfg.dryRun) {
-    for (const addr of listenAddresses(cfg.healthzBindCIDRs, cfg.healthzBindAddress, ips)) {
-      health.serve(addr);
+  const api = new ApiFetch(kube.kc);
+  const events = log.child("events");
+  // A server that cannot bind is fatal (upstream's bindAddressHardFail); say so on the Node
+  // first, with upstream's reason.
+  const bindOrReport = async (reason: string, bind: () => void) => {
+    try {
+      bind();
+    } catch (err) {
+      const e: NodeEvent = { type: "Warning", reason, action: "StartKubeProxy", note: `${err}` };
+      if (await api.usable()) await postNodeEvent(api, nodeName, e, events);
+      for (const s of servers) await s.close();
+      throw err;
     }
-    for (const addr of listenAddresses(cfg.metricsBindCIDRs, cfg.metricsBindAddress, ips)) {
-      const m = serveMetrics(addr, metrics.registry, {
-        configz: () => configzBody(cfg)["kubeproxy.config.k8s.io"],
+  };
+  if (!cfg.dryRun) {
+    for (const addr of listenAddresses(cfg.healthzBindCIDRs, cfg.healthzBindAddress, localIPs)) {
+      await bindOrReport("FailedToStartProxierHealthcheck", () => health.serve(addr));
+    }
+    for (const addr of listenAddresses(cfg.metricsBindCIDRs, cfg.metricsBindAddress, localIPs)) {
+      await bindOrReport("FailedToStartMetricServer", () => {
+        const m = serveMetrics(addr, metrics.registry, {
+          configz: () => configzBody(cfg)["kubeproxy.config.k8s.io"],
+        });
+        servers.push({ close: () => m.shutdown() });
       });
-      servers.push({ close: () => m.shutdown() });
     }
   }
   if (!cfg.dryRun) applyNodeSysctls(cfg, log);
@@ -375,8 +390,6 @@ async function serve(
     log: log.child("informers"),
   });
   if (!cfg.dryRun) {
-    const api = new ApiFetch(kube.kc);
-    const events = log.child("events");
     void api.usable().then((ok) =>
       ok
         ? postStartingEvent(api, nodeName, events)

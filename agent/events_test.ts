@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { KubeConfig } from "@kubernetes/client-node";
 import { FakeApiServer } from "../tests/fakeapi/server.ts";
 import { ApiFetch } from "./api_fetch.ts";
-import { postStartingEvent, startingEvent } from "./events.ts";
+import { nodeEvent, postNodeEvent, postStartingEvent, startingEvent } from "./events.ts";
 import { Logger } from "./log.ts";
 
 Deno.test("the start-up Event is upstream's: reason Starting, action StartKubeProxy, the Node", () => {
@@ -32,7 +32,39 @@ Deno.test("postStartingEvent posts to the API server; a refusal is only a warnin
     api.failNext(1, 403);
     await postStartingEvent(fetcher, "node-a", log);
     assert.equal(api.events.length, 1);
-    assert.match(lines.join("\n"), /Could not record the start-up Event.*status=403/);
+    assert.match(lines.join("\n"), /Could not record the Starting Event.*status=403/);
+  } finally {
+    await api.close();
+  }
+});
+
+Deno.test("a server that cannot bind is reported as upstream's Warning event", async () => {
+  const e = nodeEvent(
+    "node-a",
+    {
+      type: "Warning",
+      reason: "FailedToStartProxierHealthcheck",
+      action: "StartKubeProxy",
+      note: "listen tcp 0.0.0.0:10256: bind: address already in use",
+    },
+    new Date(0),
+    "host-a",
+  );
+  assert.equal(e.type, "Warning");
+  assert.equal(e.reportingInstance, "kube-proxy-host-a");
+  const api = FakeApiServer.start();
+  try {
+    const kc = new KubeConfig();
+    kc.loadFromString(api.kubeconfigYaml());
+    const log = new Logger({ sink: { out: () => {}, err: () => {} } });
+    await postNodeEvent(new ApiFetch(kc), "node-a", {
+      type: "Warning",
+      reason: "FailedToStartMetricServer",
+      action: "StartKubeProxy",
+      note: "boom",
+    }, log);
+    assert.equal(api.events[0].reason, "FailedToStartMetricServer");
+    assert.equal(api.events[0].note, "boom");
   } finally {
     await api.close();
   }

@@ -289,6 +289,22 @@ Deno.test({
         },
       );
 
+      await t.step("a taken metrics port: exit 1 and upstream's Warning event", async () => {
+        const taken = Deno.listen({ hostname: "127.0.0.1", port: 10249 });
+        try {
+          agent = start(kubeadm);
+          const st = await agent.status;
+          assert.equal(st.code, 1, agent.tail());
+          const ev = api.events.find((e) => e.reason === "FailedToStartMetricServer");
+          assert.ok(ev, `no FailedToStartMetricServer event: ${JSON.stringify(api.events)}`);
+          assert.equal(ev.type, "Warning");
+          assert.equal(ev.action, "StartKubeProxy");
+          assert.match(String(ev.note), /in use/i);
+        } finally {
+          taken.close();
+        }
+      });
+
       await t.step("--cleanup removes the tables", async () => {
         const r = await AgentProcess.run(["--cleanup"]);
         assert.equal(r.code, 0, r.output);
