@@ -30,9 +30,13 @@ export function externallyAccessible(svc: ServicePortInfo): boolean {
   return svc.nodePort > 0 || svc.externalIPs.length > 0 || svc.loadBalancerIPs.length > 0;
 }
 
-/** Some traffic to the service uses cluster-wide endpoints. */
+/**
+ * Some traffic to the service uses cluster-wide endpoints: ClusterIP traffic under policy
+ * Cluster, and any external traffic, since even under externalTrafficPolicy Local pods and the
+ * node itself are short-circuited to every endpoint (upstream's UsesClusterEndpoints).
+ */
 export function usesClusterEndpoints(svc: ServicePortInfo): boolean {
-  return !svc.internalPolicyLocal || (externallyAccessible(svc) && !svc.externalPolicyLocal);
+  return !svc.internalPolicyLocal || externallyAccessible(svc);
 }
 
 /** Some traffic to the service is restricted to local endpoints. */

@@ -55,7 +55,8 @@ Deno.test("policy usage", () => {
   assert.equal(usesLocalEndpoints(np), true);
   assert.equal(usesClusterEndpoints(np), true);
   const both = svc({ nodePort: 30000, externalPolicyLocal: true, internalPolicyLocal: true });
-  assert.equal(usesClusterEndpoints(both), false);
+  // Both Local: pods and the node still reach external addresses through every endpoint.
+  assert.equal(usesClusterEndpoints(both), true);
   // iTP=Local but eTP=Cluster with a NodePort still needs cluster endpoints.
   assert.equal(usesClusterEndpoints(svc({ nodePort: 30000, internalPolicyLocal: true })), true);
 });
