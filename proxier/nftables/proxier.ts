@@ -105,7 +105,7 @@ export interface SyncResult {
 /** A stale object that could not be deleted is tried again this much later. */
 const STALE_RETRY_MS = 60_000;
 
-/** Plans at least this big are followed by a malloc_trim. */
+/** Plans at least this big, and full syncs, are followed by {@link mallocTrim}. */
 const TRIM_AFTER_OPS = 20_000;
 
 function emptyStale(): StaleReport {
@@ -261,6 +261,9 @@ export class Proxier {
         plan = this.partialPlan(input, ctx);
       }
       const ran = await this.runPlan(plan);
+      // A full sync's listing and rebuild leave the heap grown even when it writes nothing.
+      // On a later turn: the plan just run is garbage by then, and the collection frees it.
+      if ((full || ran.ops >= TRIM_AFTER_OPS) && this.trim) setTimeout(this.trim, 0);
       if (full) {
         this.needFull = false;
         this.regenerate = false;
@@ -359,7 +362,6 @@ export class Proxier {
       throw err;
     }
     this.written.commit(plan.delta);
-    if (ops >= TRIM_AFTER_OPS) this.trim?.();
     return { ops, txs };
   }
 
