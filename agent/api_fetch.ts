@@ -1,29 +1,18 @@
 /**
- * GET requests to the API server over Deno's native fetch, with the
- * credentials client-node's KubeConfig applies (headers, CA, client
- * certificate). Lists and watches go through here: client-node's typed
- * clients deserialize every object into classes (and its watch misses a
- * crashed server on Deno), which at 30k Services costs seconds.
+ * Requests to the API server over Deno's native fetch, with the credentials
+ * of a {@link KubeCredentials} (headers, CA, client certificate). Lists and
+ * watches go through here: client-node's typed clients deserialize every
+ * object into classes (and its watch misses a crashed server on Deno), which
+ * at 30k Services costs seconds.
  *
  * A cluster with `insecure-skip-tls-verify` over https cannot be expressed
- * with a Deno HTTP client: {@link ApiFetch.usable} says so, and callers keep
- * client-node's path there.
+ * with a Deno HTTP client: {@link ApiFetch.usable} says so, and callers go
+ * through agent/client_node_fallback.ts there.
  *
  * @module
  */
-import { HttpMethod, type KubeConfig, RequestContext } from "@kubernetes/client-node";
+import type { KubeCredentials } from "./kube_credentials.ts";
 import { httpStatus, timedRequest } from "./rest_metrics.ts";
-
-interface TlsOptions {
-  ca?: string | Uint8Array;
-  cert?: string | Uint8Array;
-  key?: string | Uint8Array;
-  rejectUnauthorized?: boolean;
-}
-
-function text(v: string | Uint8Array | undefined): string | undefined {
-  return v === undefined ? undefined : typeof v === "string" ? v : new TextDecoder().decode(v);
-}
 
 /** Query parameters (undefined ones are left out). */
 export type Query = Record<string, string | number | boolean | undefined>;
@@ -36,53 +25,36 @@ export class ApiStatusError extends Error {
   }
 }
 
-/** Native-fetch GETs against the kubeconfig's current cluster. */
+/** Native-fetch requests against the credentials' API server. */
 export class ApiFetch {
-  readonly #kc: KubeConfig;
-  #client: Deno.HttpClient | null | undefined;
+  /** The credentials requests go out with. */
+  readonly credentials: KubeCredentials;
 
-  constructor(kc: KubeConfig) {
-    this.#kc = kc;
+  constructor(credentials: KubeCredentials) {
+    this.credentials = credentials;
   }
 
-  /** The Deno HTTP client for this cluster, or null when only undici can talk to it. */
-  async #httpClient(): Promise<Deno.HttpClient | null> {
-    if (this.#client !== undefined) return this.#client;
-    const server = this.#kc.getCurrentCluster()?.server ?? "";
-    if (!server.startsWith("https:")) return (this.#client = null);
-    const opts: TlsOptions = {};
-    await this.#kc.applyToHTTPSOptions(opts as never);
-    if (opts.rejectUnauthorized === false) return (this.#client = null);
-    const ca = text(opts.ca);
-    const cert = text(opts.cert);
-    const key = text(opts.key);
-    this.#client = Deno.createHttpClient({
-      caCerts: ca ? [ca] : undefined,
-      ...(cert && key ? { cert, key } : {}),
-    });
-    return this.#client;
+  /** The API server base URL. */
+  get server(): string {
+    return this.credentials.server;
   }
 
   /** False for an https cluster whose certificate must not be verified (native fetch cannot). */
-  async usable(): Promise<boolean> {
-    const server = this.#kc.getCurrentCluster()?.server ?? "";
-    return !server.startsWith("https:") || (await this.#httpClient()) !== null;
+  usable(): Promise<boolean> {
+    return Promise.resolve(this.credentials.nativeFetch);
   }
 
   /** GET `path` with `query`; resolves with the response (any status). */
   async get(path: string, query: Query, signal?: AbortSignal): Promise<Response> {
-    const cluster = this.#kc.getCurrentCluster();
-    if (!cluster) throw new Error("No currently active cluster");
-    const url = new URL(cluster.server + path);
+    const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(query)) {
       if (v !== undefined) url.searchParams.set(k, String(v));
     }
-    const ctx = new RequestContext(url.toString(), HttpMethod.GET);
-    await this.#kc.applySecurityAuthentication(ctx);
-    const client = await this.#httpClient();
+    const headers = await this.credentials.headers();
+    const client = await this.credentials.httpClient();
     return await timedRequest("GET", url, () =>
       fetch(url, {
-        headers: ctx.getHeaders(),
+        headers,
         ...(signal ? { signal } : {}),
         ...(client ? { client } : {}),
       }), httpStatus);
@@ -90,16 +62,13 @@ export class ApiFetch {
 
   /** POST `body` as JSON to `path`; resolves with the response (any status). */
   async post(path: string, body: unknown): Promise<Response> {
-    const cluster = this.#kc.getCurrentCluster();
-    if (!cluster) throw new Error("No currently active cluster");
-    const url = new URL(cluster.server + path);
-    const ctx = new RequestContext(url.toString(), HttpMethod.POST);
-    await this.#kc.applySecurityAuthentication(ctx);
-    const client = await this.#httpClient();
+    const url = new URL(this.server + path);
+    const headers = await this.credentials.headers();
+    const client = await this.credentials.httpClient();
     return await timedRequest("POST", url, () =>
       fetch(url, {
         method: "POST",
-        headers: { ...ctx.getHeaders(), "content-type": "application/json" },
+        headers: { ...headers, "content-type": "application/json" },
         body: JSON.stringify(body),
         ...(client ? { client } : {}),
       }), httpStatus);

@@ -6,7 +6,6 @@
  *
  * @module
  */
-import type { VersionApi } from "@kubernetes/client-node";
 import type { ApiFetch } from "./api_fetch.ts";
 import type { Logger } from "./log.ts";
 import { httpStatus, timedRequest } from "./rest_metrics.ts";
@@ -30,14 +29,17 @@ export function errText(err: unknown): string {
  * GET /version. Any HTTP answer, even an error status, shows the server is reachable: only a
  * request that gets no response fails.
  */
-export async function reachable(api: ApiFetch, version: VersionApi, server: string): Promise<void> {
+export async function reachable(api: ApiFetch): Promise<void> {
   if (await api.usable()) {
     const res = await api.get("/version", {});
     await res.body?.cancel();
     return;
   }
+  // Only where Deno's fetch cannot reach the server: client-node, loaded now.
+  const { getVersion } = await import("./client_node_fallback.ts");
+  const kc = await api.credentials.clientNodeConfig();
   try {
-    await timedRequest("GET", server + "/version", () => version.getCode(), httpStatus);
+    await timedRequest("GET", api.server + "/version", () => getVersion(kc), httpStatus);
   } catch (e) {
     if (httpStatus(e) === undefined) throw e;
   }

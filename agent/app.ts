@@ -231,7 +231,11 @@ async function serve(
   configText: string,
 ): Promise<number> {
   const nodeName = (cfg.hostnameOverride ?? Deno.hostname()).trim().toLowerCase();
-  const kube = loadKubeConfig({ kubeconfig: cfg.kubeconfig, master: cfg.master });
+  const kube = loadKubeConfig({
+    kubeconfig: cfg.kubeconfig,
+    master: cfg.master,
+    log: log.child("kubeconfig"),
+  });
   log.info("Starting kube-nft-proxy", {
     version: AGENT_VERSION,
     node: nodeName,
@@ -239,6 +243,13 @@ async function serve(
     credentials: kube.source,
     dryRun: cfg.dryRun,
   });
+  for (const w of kube.warnings) log.warn(w);
+  if (kube.clientNode) {
+    log.info("Loading @kubernetes/client-node for the API connection", {
+      reason: kube.clientNode,
+      nativeFetch: kube.creds.nativeFetch,
+    });
+  }
 
   // Fail early, before touching the cluster, when the libraries are missing.
   if (!cfg.dryRun) openClient(4, false).close();
@@ -252,7 +263,7 @@ async function serve(
     log: log.child("healthz"),
   });
   const servers: { close(): Promise<void> }[] = [health];
-  const api = new ApiFetch(kube.kc);
+  const api = new ApiFetch(kube.creds);
   const events = log.child("events");
   // A server that cannot bind is fatal (upstream's bindAddressHardFail); say so on the Node
   // first, with upstream's reason.
@@ -383,7 +394,7 @@ async function serve(
   }
 
   const informers: ProxyInformers = startProxyInformers({
-    kc: kube.kc,
+    api,
     nodeName,
     handlers,
     onHealth: (resource, ok) => health.setWatchHealthy(resource, ok),

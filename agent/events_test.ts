@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { KubeConfig } from "@kubernetes/client-node";
 import { FakeApiServer } from "../tests/fakeapi/server.ts";
 import { ApiFetch } from "./api_fetch.ts";
+import { kubeConfigFromString } from "./kubeconfig.ts";
 import { nodeEvent, postNodeEvent, postStartingEvent, startingEvent } from "./events.ts";
 import { Logger } from "./log.ts";
 
@@ -23,9 +23,7 @@ Deno.test("postStartingEvent posts to the API server; a refusal is only a warnin
     sink: { out: (l) => lines.push(l), err: (l) => lines.push(l) },
   });
   try {
-    const kc = new KubeConfig();
-    kc.loadFromString(api.kubeconfigYaml());
-    const fetcher = new ApiFetch(kc);
+    const fetcher = new ApiFetch(kubeConfigFromString(api.kubeconfigYaml()).creds);
     await postStartingEvent(fetcher, "node-a", log);
     assert.equal(api.events.length, 1);
     assert.equal(api.events[0].metadata?.namespace, "default");
@@ -54,10 +52,9 @@ Deno.test("a server that cannot bind is reported as upstream's Warning event", a
   assert.equal(e.reportingInstance, "kube-proxy-host-a");
   const api = FakeApiServer.start();
   try {
-    const kc = new KubeConfig();
-    kc.loadFromString(api.kubeconfigYaml());
+    const { creds } = kubeConfigFromString(api.kubeconfigYaml());
     const log = new Logger({ sink: { out: () => {}, err: () => {} } });
-    await postNodeEvent(new ApiFetch(kc), "node-a", {
+    await postNodeEvent(new ApiFetch(creds), "node-a", {
       type: "Warning",
       reason: "FailedToStartMetricServer",
       action: "StartKubeProxy",

@@ -21,18 +21,9 @@
  * Objects are delivered as plain API JSON (list results are normalised to match watch events).
  * @module
  */
-import {
-  CoreV1Api,
-  DiscoveryV1Api,
-  type KubeConfig,
-  type KubernetesListObject,
-  type KubernetesObject,
-  NetworkingV1Api,
-  VersionApi,
-} from "@kubernetes/client-node";
 import type { Logger } from "./log.ts";
 import { NativeWatch } from "./native_watch.ts";
-import { ApiFetch } from "./api_fetch.ts";
+import type { ApiFetch } from "./api_fetch.ts";
 import { pagedList } from "./paged_list.ts";
 import { httpStatus, timedRequest } from "./rest_metrics.ts";
 import { ApiProbe, errText, reachable, statusOf } from "./api_probe.ts";
@@ -50,6 +41,20 @@ export interface InformerHandlers<T> {
   onSynced?(): void;
 }
 
+/** What the supervisor reads of an API object. */
+export interface KubeObject {
+  /** Identity and version. */
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+}
+
+/** A list response (client-node's typed lists fit it too). */
+export interface KubeList<T> {
+  /** The list's resourceVersion. */
+  metadata?: { resourceVersion?: string };
+  /** The objects. */
+  items: T[];
+}
+
 /**
  * Lists the resource with the given selectors, as plain API JSON (slim, when the supervisor
  * slims). `resourceVersion` "0" lets the API server answer from its watch cache (as
@@ -60,14 +65,14 @@ export type ListFn<T> = (opts: {
   fieldSelector?: string;
   resourceVersion?: string;
   resourceVersionMatch?: string;
-}) => Promise<KubernetesListObject<T & KubernetesObject>>;
+}) => Promise<KubeList<T & KubeObject>>;
 
 /** Options of {@link WatchSupervisor}. */
 export interface WatchSupervisorOptions<T> {
   /** Resource name used in logs and health ("services"). */
   name: string;
-  /** Client configuration. */
-  kc: KubeConfig;
+  /** The API server connection. */
+  api: ApiFetch;
   /** Watch path, e.g. "/api/v1/services". */
   path: string;
   /** List call. */
@@ -105,7 +110,7 @@ export interface WatchSupervisorOptions<T> {
   keep?: (o: Record<string, unknown>) => Record<string, unknown>;
 }
 
-type Obj = KubernetesObject;
+type Obj = KubeObject;
 
 /** Watch event types (besides ERROR) of the Kubernetes API. */
 const KNOWN_EVENTS = new Set(["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]);
@@ -244,7 +249,7 @@ export class WatchSupervisor<T> {
     this.#activity();
     if (res.metadata?.resourceVersion) this.#lastRv = res.metadata.resourceVersion;
     const seen = new Set<string>();
-    for (const item of (res as KubernetesListObject<Obj>).items) {
+    for (const item of (res as KubeList<Obj>).items) {
       seen.add(keyOf(item));
       this.#onAddOrUpdate(item);
     }
@@ -269,7 +274,7 @@ export class WatchSupervisor<T> {
     const o = this.#o;
     return new Promise<void>((resolve, reject) => {
       const watch = new NativeWatch(
-        o.kc,
+        o.api,
         (line) =>
           o.log?.warn("Watch sent a line that is not JSON; skipped", {
             resource: o.name,
@@ -438,8 +443,8 @@ export interface ProxyInformerHandlers {
 
 /** Options of {@link startProxyInformers}. */
 export interface ProxyInformerOptions {
-  /** Client configuration. */
-  kc: KubeConfig;
+  /** The API server connection. */
+  api: ApiFetch;
   /** This node's name (field selector of the Node informer). */
   nodeName: string;
   /** Callbacks per resource; resources without handlers are not watched. */
@@ -474,33 +479,33 @@ export interface ProxyInformers {
 
 /** Starts the Service, EndpointSlice, Node and ServiceCIDR informers. */
 export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers {
-  const api = new ApiFetch(opts.kc);
-  const core = opts.kc.makeApiClient(CoreV1Api);
-  const discovery = opts.kc.makeApiClient(DiscoveryV1Api);
-  const networking = opts.kc.makeApiClient(NetworkingV1Api);
+  const api = opts.api;
   /**
    * Lists `path` in slim pages over native fetch; where native fetch cannot
-   * reach the cluster (https without verification), through client-node.
+   * reach the cluster (https without verification), through client-node's typed clients.
    */
   const lister = (
     path: string,
     slim: (o: Record<string, unknown>) => Record<string, unknown>,
-    typed: ListFn<unknown>,
   ): ListFn<unknown> =>
   async (q) => {
     if (await api.usable()) {
-      return await pagedList(api, path, q, slim) as unknown as Awaited<ReturnType<ListFn<unknown>>>;
+      return await pagedList(api, path, q, slim) as Awaited<ReturnType<ListFn<unknown>>>;
     }
-    // Typed client objects (Date fields) -> the plain JSON watch events carry.
-    const url = (opts.kc.getCurrentCluster()?.server ?? "") + path;
-    const res = JSON.parse(
-      JSON.stringify(await timedRequest("GET", url, () => typed(q), httpStatus)),
+    const { typedList } = await import("./client_node_fallback.ts");
+    const kc = await api.credentials.clientNodeConfig();
+    const res = await timedRequest(
+      "GET",
+      api.server + path,
+      () => typedList(kc, path, q),
+      httpStatus,
     );
-    res.items = res.items.map(slim);
-    return res;
+    const list = res as KubeList<Record<string, unknown>>;
+    list.items = list.items.map(slim);
+    return list as Awaited<ReturnType<ListFn<unknown>>>;
   };
   const common = {
-    kc: opts.kc,
+    api,
     onHealth: opts.onHealth,
     log: opts.log,
     ...opts.timing,
@@ -512,7 +517,6 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
     path: string,
     handlers: InformerHandlers<unknown> | undefined,
     slim: (o: Record<string, unknown>) => Record<string, unknown>,
-    typed: ListFn<unknown>,
     extra: Partial<WatchSupervisorOptions<unknown>> = {},
   ) => {
     if (!handlers) return;
@@ -522,29 +526,24 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
         name,
         path,
         slim,
-        list: lister(path, slim, typed),
+        list: lister(path, slim),
         handlers,
         ...extra,
       }),
     );
   };
-  add(
-    "services",
-    "/api/v1/services",
-    h.services,
-    slimService,
-    (q) => core.listServiceForAllNamespaces(q),
-    { labelSelector: SERVICE_SELECTOR, keep: identityOf },
-  );
+  add("services", "/api/v1/services", h.services, slimService, {
+    labelSelector: SERVICE_SELECTOR,
+    keep: identityOf,
+  });
   add(
     "endpointslices",
     "/apis/discovery.k8s.io/v1/endpointslices",
     h.endpointSlices,
     slimEndpointSlice,
-    (q) => discovery.listEndpointSliceForAllNamespaces(q),
     { labelSelector: ENDPOINTSLICE_SELECTOR, keep: identityOf },
   );
-  add("node", "/api/v1/nodes", h.node, slimNode, (q) => core.listNode(q), {
+  add("node", "/api/v1/nodes", h.node, slimNode, {
     fieldSelector: `metadata.name=${opts.nodeName}`,
   });
   add(
@@ -552,14 +551,11 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
     "/apis/networking.k8s.io/v1/servicecidrs",
     h.serviceCIDRs,
     slimServiceCIDR,
-    (q) => networking.listServiceCIDR(q),
     { optional: true },
   );
   for (const s of sups) s.start();
-  const version = opts.kc.makeApiClient(VersionApi);
-  const server = opts.kc.getCurrentCluster()?.server ?? "";
   const probe = new ApiProbe(
-    () => reachable(api, version, server),
+    () => reachable(api),
     (reason) => {
       for (const s of sups) s.restart(reason);
     },

@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
-import { KubeConfig } from "@kubernetes/client-node";
 import { FakeApiServer, type KObject } from "../tests/fakeapi/server.ts";
 import { ApiProbe } from "./api_probe.ts";
 import { type InformerHandlers, startProxyInformers, WatchSupervisor } from "./informers.ts";
-import { CoreV1Api } from "@kubernetes/client-node";
+import { ApiFetch } from "./api_fetch.ts";
+import { kubeConfigFromString } from "./kubeconfig.ts";
+import { pagedList } from "./paged_list.ts";
 import { Logger } from "./log.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -52,20 +53,18 @@ function quietLog() {
 
 function setup(opts: { bookmarkIntervalMs?: number; serviceCIDRs?: boolean } = {}) {
   const api = FakeApiServer.start({ bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 50, ...opts });
-  const kc = new KubeConfig();
-  kc.loadFromString(api.kubeconfigYaml());
-  return { api, kc };
+  const conn = new ApiFetch(kubeConfigFromString(api.kubeconfigYaml()).creds);
+  return { api, conn };
 }
 
-function serviceSupervisor(kc: KubeConfig, handlers: InformerHandlers<unknown>, extra = {}) {
-  const core = kc.makeApiClient(CoreV1Api);
+function serviceSupervisor(conn: ApiFetch, handlers: InformerHandlers<unknown>, extra = {}) {
   const health: Array<[string, boolean]> = [];
   const { log, lines } = quietLog();
   const sup = new WatchSupervisor<unknown>({
     name: "services",
-    kc,
+    api: conn,
     path: "/api/v1/services",
-    list: (s) => core.listServiceForAllNamespaces(s),
+    list: (s) => pagedList(conn, "/api/v1/services", s, (o) => o),
     handlers,
     onHealth: (n, ok) => health.push([n, ok]),
     log,
@@ -78,9 +77,9 @@ function serviceSupervisor(kc: KubeConfig, handlers: InformerHandlers<unknown>, 
 }
 
 Deno.test("supervisor delivers adds, updates with the old object, deletes; synced once", async () => {
-  const { api, kc } = setup();
+  const { api, conn } = setup();
   const r = recorder();
-  const { sup, health } = serviceSupervisor(kc, r.handlers);
+  const { sup, health } = serviceSupervisor(conn, r.handlers);
   try {
     api.apply(svc("a"));
     sup.start();
@@ -103,9 +102,9 @@ Deno.test("supervisor delivers adds, updates with the old object, deletes; synce
 });
 
 Deno.test("HTTP 500 on the watch: restart with backoff, deliver only the difference", async () => {
-  const { api, kc } = setup();
+  const { api, conn } = setup();
   const r = recorder();
-  const { sup, health, lines } = serviceSupervisor(kc, r.handlers);
+  const { sup, health, lines } = serviceSupervisor(conn, r.handlers);
   try {
     api.apply(svc("keep"));
     api.apply(svc("change"));
@@ -143,9 +142,9 @@ Deno.test("HTTP 500 on the watch: restart with backoff, deliver only the differe
 });
 
 Deno.test("failed lists at start-up are retried with capped backoff", async () => {
-  const { api, kc } = setup();
+  const { api, conn } = setup();
   const r = recorder();
-  const { sup, health } = serviceSupervisor(kc, r.handlers);
+  const { sup, health } = serviceSupervisor(conn, r.handlers);
   try {
     api.apply(svc("a"));
     api.failNext(4, 500, (p) => p.startsWith("/api/v1/services") && !p.includes("watch="));
@@ -166,10 +165,10 @@ Deno.test("failed lists at start-up are retried with capped backoff", async () =
 });
 
 Deno.test("an API server crash mid-watch is noticed at once and recovered", async () => {
-  const { api, kc } = setup();
+  const { api, conn } = setup();
   const r = recorder();
   // A long watchdog: recovery must not depend on it.
-  const { sup, lines } = serviceSupervisor(kc, r.handlers, { watchdogMs: 600_000 });
+  const { sup, lines } = serviceSupervisor(conn, r.handlers, { watchdogMs: 600_000 });
   try {
     api.apply(svc("a"));
     sup.start();
@@ -189,9 +188,9 @@ Deno.test("an API server crash mid-watch is noticed at once and recovered", asyn
 });
 
 Deno.test("a watch that goes silent is restarted by the watchdog", async () => {
-  const { api, kc } = setup({ bookmarkIntervalMs: 60_000 });
+  const { api, conn } = setup({ bookmarkIntervalMs: 60_000 });
   const r = recorder();
-  const { sup, lines } = serviceSupervisor(kc, r.handlers, { watchdogMs: 300 });
+  const { sup, lines } = serviceSupervisor(conn, r.handlers, { watchdogMs: 300 });
   try {
     api.apply(svc("a"));
     sup.start();
@@ -205,9 +204,9 @@ Deno.test("a watch that goes silent is restarted by the watchdog", async () => {
 });
 
 Deno.test("410 after compaction: the informer re-lists at once, no duplicate deliveries", async () => {
-  const { api, kc } = setup({ bookmarkIntervalMs: 10_000 });
+  const { api, conn } = setup({ bookmarkIntervalMs: 10_000 });
   const r = recorder();
-  const { sup } = serviceSupervisor(kc, r.handlers, { watchdogMs: 60_000 });
+  const { sup } = serviceSupervisor(conn, r.handlers, { watchdogMs: 60_000 });
   try {
     api.apply(svc("a"));
     api.apply(svc("b"));
@@ -227,9 +226,9 @@ Deno.test("410 after compaction: the informer re-lists at once, no duplicate del
 });
 
 Deno.test("a misbehaving watch: bad lines and unknown events are logged and skipped", async () => {
-  const { api, kc } = setup({ bookmarkIntervalMs: 10_000 });
+  const { api, conn } = setup({ bookmarkIntervalMs: 10_000 });
   const r = recorder();
-  const { sup, lines } = serviceSupervisor(kc, r.handlers, { watchdogMs: 60_000 });
+  const { sup, lines } = serviceSupervisor(conn, r.handlers, { watchdogMs: 60_000 });
   try {
     api.apply(svc("a"));
     sup.start();
@@ -252,9 +251,9 @@ Deno.test("a misbehaving watch: bad lines and unknown events are logged and skip
 });
 
 Deno.test("a slow list is waited for and said, then delivered", async () => {
-  const { api, kc } = setup();
+  const { api, conn } = setup();
   const r = recorder();
-  const { sup, lines } = serviceSupervisor(kc, r.handlers, { slowListWarnMs: 100 });
+  const { sup, lines } = serviceSupervisor(conn, r.handlers, { slowListWarnMs: 100 });
   try {
     api.apply(svc("a"));
     api.delayNext(450, (p) => p.startsWith("/api/v1/services") && !p.includes("watch="));
@@ -272,7 +271,7 @@ Deno.test("a slow list is waited for and said, then delivered", async () => {
 });
 
 Deno.test("proxy informers: selectors, own node only, ServiceCIDR 404 tolerated", async () => {
-  const { api, kc } = setup({ serviceCIDRs: false });
+  const { api, conn } = setup({ serviceCIDRs: false });
   const svcs = recorder();
   const slices = recorder();
   const node = recorder();
@@ -292,7 +291,7 @@ Deno.test("proxy informers: selectors, own node only, ServiceCIDR 404 tolerated"
   api.apply({ kind: "Node", metadata: { name: "me" } });
   api.apply({ kind: "Node", metadata: { name: "someone-else" } });
   const inf = startProxyInformers({
-    kc,
+    api: conn,
     nodeName: "me",
     handlers: {
       services: svcs.handlers,
@@ -325,11 +324,11 @@ Deno.test("proxy informers: selectors, own node only, ServiceCIDR 404 tolerated"
 });
 
 Deno.test("waitForSync times out naming the missing informers", async () => {
-  const { api, kc } = setup();
+  const { api, conn } = setup();
   api.failNext(1000, 500, (p) => p.startsWith("/api/v1/nodes"));
   const { log } = quietLog();
   const inf = startProxyInformers({
-    kc,
+    api: conn,
     nodeName: "me",
     handlers: { node: recorder().handlers },
     log,

@@ -1,5 +1,5 @@
 /**
- * client-node's Watch over Deno's native fetch.
+ * Watches over Deno's native fetch, with client-node's Watch contract.
  *
  * client-node streams watches through undici. On Deno, when the API server
  * goes away mid-stream (a crash, a cut connection), that stream reports
@@ -8,39 +8,40 @@
  * surfaces the reset at once, which turns a crash into an ordinary watch
  * error that the supervisor restarts with backoff.
  *
- * Credentials come from the KubeConfig as client-node applies them (headers,
- * CA, client certificate). A cluster with `insecure-skip-tls-verify` over
- * https cannot be expressed with a Deno HTTP client: there the undici watch
- * is kept.
+ * Credentials come from the {@link ApiFetch}. A cluster with
+ * `insecure-skip-tls-verify` over https cannot be expressed with a Deno HTTP
+ * client: there client-node's undici watch is kept, loaded only then.
  *
  * @module
  */
-import { type KubeConfig, Watch } from "@kubernetes/client-node";
 import { ApiFetch } from "./api_fetch.ts";
 
 type Callback = (phase: string, apiObj: unknown, watchObj?: unknown) => void;
 type Done = (err: unknown) => void;
 
-/** A drop-in for client-node's Watch (ListWatch takes it as a constructor argument). */
-export class NativeWatch extends Watch {
+/** One watch request at a time, as client-node's Watch (ListWatch-compatible contract). */
+export class NativeWatch {
   readonly #api: ApiFetch;
   readonly #onGarbled?: (line: string) => void;
 
   /** `onGarbled` hears of every line that is not JSON (it is skipped, as client-node does). */
-  constructor(kc: KubeConfig, onGarbled?: (line: string) => void) {
-    super(kc);
-    this.#api = new ApiFetch(kc);
+  constructor(api: ApiFetch, onGarbled?: (line: string) => void) {
+    this.#api = api;
     this.#onGarbled = onGarbled;
   }
 
   /** Same contract as client-node's Watch.watch. */
-  override async watch(
+  async watch(
     path: string,
     queryParams: Record<string, string | number | boolean | undefined>,
     callback: Callback,
     done: Done,
   ): Promise<AbortController> {
-    if (!(await this.#api.usable())) return super.watch(path, queryParams, callback, done);
+    if (!(await this.#api.usable())) {
+      const fallback = await import("./client_node_fallback.ts");
+      const kc = await this.#api.credentials.clientNodeConfig();
+      return await fallback.watch(kc, path, queryParams, callback, done);
+    }
     const controller = new AbortController();
     let finished = false;
     const finish = (err: unknown) => {

@@ -1,14 +1,12 @@
 import assert from "node:assert/strict";
-import { KubeConfig } from "@kubernetes/client-node";
 import { FakeApiServer } from "../tests/fakeapi/server.ts";
 import { ApiFetch } from "./api_fetch.ts";
+import { kubeConfigFromString } from "./kubeconfig.ts";
 import { pagedList } from "./paged_list.ts";
 import { slimService } from "./slim.ts";
 
-function kubeconfig(api: FakeApiServer): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromString(api.kubeconfigYaml());
-  return kc;
+function kubeconfig(api: FakeApiServer) {
+  return kubeConfigFromString(api.kubeconfigYaml()).creds;
 }
 
 function fill(api: FakeApiServer, n: number): void {

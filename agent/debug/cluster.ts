@@ -14,6 +14,7 @@ import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../../proxie
 import type { IpFamily, NodeInfo, ProxierConfig } from "../../proxier/model.ts";
 import { TABLE } from "../../proxier/nftables/names.ts";
 import { Proxier } from "../../proxier/nftables/proxier.ts";
+import { ApiFetch } from "../api_fetch.ts";
 import { startProxyInformers } from "../informers.ts";
 import { loadKubeConfig } from "../kubeconfig.ts";
 
@@ -63,6 +64,7 @@ export async function clusterFromAPI(
   opts: { kubeconfig?: string; master?: string; nodeName: string },
 ): Promise<ClusterState> {
   const kube = loadKubeConfig({ kubeconfig: opts.kubeconfig, master: opts.master });
+  for (const w of kube.warnings) console.error(`kube-nft-proxy: warning: ${w}`);
   const cs = new ClusterState({ nodeName: opts.nodeName, log: () => {} });
   const pending = new Set(["services", "endpointSlices", "node", "serviceCIDRs"]);
   let done: () => void = () => {};
@@ -77,7 +79,7 @@ export async function clusterFromAPI(
     },
   });
   const informers = startProxyInformers({
-    kc: kube.kc,
+    api: new ApiFetch(kube.creds),
     nodeName: opts.nodeName,
     handlers: {
       services: handlers<V1Service>("services", (a, b) => cs.updateService(a, b)),
