@@ -161,15 +161,15 @@ export function parseEndpointSlice(
     }
     const c = ep.conditions;
     const ready = c?.ready ?? true;
-    const info: EndpointInfo = {
-      ip: canonicalText(addr!, parsed),
-      port: firstPort,
-      ready,
-      serving: c?.serving ?? ready,
-      terminating: c?.terminating ?? false,
-      isLocal: ep.nodeName === nodeName && nodeName !== "",
-    };
-    if (ep.nodeName) info.nodeName = ep.nodeName;
+    const ip = canonicalText(addr!, parsed);
+    const serving = c?.serving ?? ready;
+    const terminating = c?.terminating ?? false;
+    const isLocal = ep.nodeName === nodeName && nodeName !== "";
+    // One literal per shape: a property added later would cost each of the (hundreds of
+    // thousands of) endpoints an out-of-object property array.
+    const info: EndpointInfo = ep.nodeName
+      ? { ip, port: firstPort, ready, serving, terminating, isLocal, nodeName: ep.nodeName }
+      : { ip, port: firstPort, ready, serving, terminating, isLocal };
     if (ep.zone) info.zone = ep.zone;
     if (ep.hints) {
       const zones = names(ep.hints.forZones);
@@ -301,20 +301,23 @@ export function mergeSlices(
   return out;
 }
 
-/** One Service's net endpoint change since the last checkout. */
+/** One Service's endpoints after a change since the last checkout. */
 export interface EndpointsChange {
-  previous: ServiceEndpoints;
   current: ServiceEndpoints;
 }
 
 const EMPTY: ServiceEndpoints = new Map();
 
-/** Accumulates EndpointSlice changes between syncs. */
+/** A Service's slices: almost always one, kept without a Map of its own (30k Maps are 10 MB). */
+type ServiceSlices = StoredSlice | Map<string, StoredSlice>;
+
+/**
+ * Accumulates EndpointSlice changes between syncs. Merged lists are not kept: the cluster state
+ * holds them per service port, and a Service's are re-merged from its slices when needed.
+ */
 export class EndpointsTracker {
-  /** Current slices by Service key, then slice name. */
-  #slices = new Map<string, Map<string, StoredSlice>>();
-  /** Merged endpoints as of the last checkout, by Service key. */
-  #applied = new Map<string, ServiceEndpoints>();
+  /** Current slices by Service key. */
+  #slices = new Map<string, ServiceSlices>();
   /** Slices changed since the last checkout, by Service key. */
   #pending = new Map<string, Set<string>>();
   #pendingSlices = 0;
@@ -397,19 +400,37 @@ export class EndpointsTracker {
   }
 
   #store(slice: ParsedSlice): boolean {
-    let m = this.#slices.get(slice.service);
-    const old = m?.get(slice.name);
+    const entry = this.#slices.get(slice.service);
+    const single = entry !== undefined && !(entry instanceof Map);
+    const old = entry instanceof Map
+      ? entry.get(slice.name)
+      : single && entry.slice.name === slice.name
+      ? entry
+      : undefined;
     if (old && sameParsedSlice(old.slice, slice)) return false;
-    if (!m) this.#slices.set(slice.service, m = new Map());
-    m.set(slice.name, { slice, seq: ++this.#seq });
+    const stored = { slice, seq: ++this.#seq };
+    if (entry === undefined || old === entry) this.#slices.set(slice.service, stored);
+    else if (entry instanceof Map) entry.set(slice.name, stored);
+    else {
+      this.#slices.set(
+        slice.service,
+        new Map([[entry.slice.name, entry], [slice.name, stored]]),
+      );
+    }
     this.#markPending(slice.service, slice.name);
     return true;
   }
 
   #remove(service: string, name: string): boolean {
-    const m = this.#slices.get(service);
-    if (!m?.delete(name)) return false;
-    if (m.size === 0) this.#slices.delete(service);
+    const entry = this.#slices.get(service);
+    if (entry === undefined) return false;
+    if (entry instanceof Map) {
+      if (!entry.delete(name)) return false;
+      if (entry.size === 1) this.#slices.set(service, entry.values().next().value!);
+    } else {
+      if (entry.slice.name !== name) return false;
+      this.#slices.delete(service);
+    }
     this.#markPending(service, name);
     return true;
   }
@@ -428,21 +449,21 @@ export class EndpointsTracker {
     return this.#pendingSlices;
   }
 
-  /** Merged endpoints of a Service as of the last checkout (empty map when none). */
+  /**
+   * Merged endpoints of a Service's current slices (empty map when none); right after a
+   * checkout, that is as of the checkout.
+   */
   endpoints(service: string): ServiceEndpoints {
-    return this.#applied.get(service) ?? EMPTY;
+    const entry = this.#slices.get(service);
+    if (entry === undefined) return EMPTY;
+    return mergeSlices(entry instanceof Map ? entry.values() : [entry]);
   }
 
-  /** Re-merges the Services with changed slices and returns their net changes. */
+  /** Re-merges the Services with changed slices and returns their endpoints. */
   checkout(): Map<string, EndpointsChange> {
     const out = new Map<string, EndpointsChange>();
     for (const service of this.#pending.keys()) {
-      const previous = this.#applied.get(service) ?? EMPTY;
-      const slices = this.#slices.get(service);
-      const current: ServiceEndpoints = slices ? mergeSlices(slices.values()) : EMPTY;
-      if (current.size === 0) this.#applied.delete(service);
-      else this.#applied.set(service, current);
-      out.set(service, { previous, current });
+      out.set(service, { current: this.endpoints(service) });
     }
     this.#pending.clear();
     this.#pendingSlices = 0;

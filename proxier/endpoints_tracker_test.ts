@@ -178,7 +178,7 @@ Deno.test("EndpointsTracker: several slices merged per port, sorted", () => {
     ["198.18.1.9", 8080, false],
     ["198.18.1.10", 8080, false],
   ]);
-  assert.equal(t.endpoints("ns/a").get(HTTP4), eps);
+  assert.deepEqual(t.endpoints("ns/a").get(HTTP4), eps);
 });
 
 Deno.test("EndpointsTracker: slice ports matched by name and protocol; per-slice port numbers", () => {
@@ -267,7 +267,6 @@ Deno.test("EndpointsTracker: change bookkeeping (no-op, delete, re-label, unusab
   t.update(s1, slice("a-1", "a", [ep("198.18.1.3")]));
   assert.equal(t.pendingCount, 1);
   let ch = t.checkout();
-  assert.deepEqual(ch.get("ns/a")!.previous.get(HTTP4)!.map((e) => e.ip), ["198.18.1.1"]);
   assert.deepEqual(ch.get("ns/a")!.current.get(HTTP4)!.map((e) => e.ip), ["198.18.1.3"]);
 
   // Re-labelled to another service: leaves a, joins b.
@@ -286,4 +285,29 @@ Deno.test("EndpointsTracker: change bookkeeping (no-op, delete, re-label, unusab
   // Delete of an unknown slice changes nothing.
   assert.equal(t.update(slice("zz", "c", []), null), false);
   assert.equal(t.checkout().size, 0);
+});
+
+Deno.test("EndpointsTracker: a Service going from one slice to two and back keeps the right endpoints", () => {
+  const t = new EndpointsTracker("me", captureLog().log);
+  const ips = () => [...t.endpoints("ns/a").get(HTTP4) ?? []].map((e) => e.ip);
+  const a1 = slice("a-1", "a", [ep("198.18.1.1")]);
+  const a2 = slice("a-2", "a", [ep("198.18.1.2")]);
+  t.update(null, a1);
+  t.checkout();
+  t.update(null, a2);
+  assert.deepEqual([...t.checkout().keys()], ["ns/a"]);
+  assert.deepEqual(ips(), ["198.18.1.1", "198.18.1.2"]);
+  assert.equal(t.update(a1, null), true);
+  assert.deepEqual(t.checkout().get("ns/a")!.current.get(HTTP4)!.map((e) => e.ip), [
+    "198.18.1.2",
+  ]);
+  // The remaining slice, now stored alone, still updates and deletes by name.
+  assert.equal(t.update(a1, null), false, "a-1 is already gone");
+  t.update(a2, slice("a-2", "a", [ep("198.18.1.3")]));
+  assert.deepEqual(t.checkout().get("ns/a")!.current.get(HTTP4)!.map((e) => e.ip), [
+    "198.18.1.3",
+  ]);
+  assert.equal(t.update(a2, null), true);
+  assert.equal(t.checkout().get("ns/a")!.current.size, 0);
+  assert.deepEqual(ips(), []);
 });
