@@ -17,6 +17,14 @@
  * runs over op prefixes. Measured (2k chains, 10k rules, 100k elements): a
  * bad rule is named in ~2 s extra, a bad element in ~15 s (bisection).
  *
+ * Other programs' sets: libnftables 1.0.x loads every set of every table
+ * before most commands and crashes (in this process) on a `typeof`
+ * annotation it cannot decode, as newer nft versions write. So before such a
+ * command the namespace's sets are screened over plain netlink
+ * (netlink/set_screen.ts): with a hazard present, transactions fail with an
+ * error naming the set, lookups list only this table, and a table delete
+ * goes over plain netlink.
+ *
  * What `list()` round-trips exactly (measured on 1.0.6, kernel 6.18):
  * chain names, base-chain type/hook/priority/policy, chain comments, set and
  * map names, key and data types, flags (`dynamic` included), default
@@ -49,6 +57,9 @@ import {
 import { NftContext, type NftLib, OutputFlag, type RunResult } from "./libnftables.ts";
 import { parseChainNames, parseTableListing } from "./list_parser.ts";
 import { RawElementWriter } from "./netlink/writer.ts";
+import { deleteTableOverNetlink, libnftablesHazard } from "./netlink/set_dump.ts";
+import { errnoText } from "./netlink/socket.ts";
+import { canonicalIP } from "../../proxier/ip.ts";
 
 const FAMILIES: readonly Family[] = ["ip", "ip6", "inet"];
 /** Output flags of every context: handles, numeric priorities (what the listing parser expects). */
@@ -290,38 +301,79 @@ class LibNftablesClient implements NftablesClient {
       return Promise.reject(e);
     }
     return this.enqueue(async () => {
+      const hazard = this.hazard();
+      if (hazard !== undefined) {
+        if (
+          !dryRun && ops.length === 1 && ops[0].verb === "delete" && ops[0].obj.kind === "table"
+        ) {
+          // --cleanup still works: the table goes over plain netlink.
+          return await this.deleteTableRaw();
+        }
+        throw new NftablesError(hazard);
+      }
       const res = await this.exec(script, dryRun);
       if (res.rc !== 0) throw await this.explain(ops, script, res.error);
       if (!dryRun) raw?.learn(ops);
     });
   }
 
+  /**
+   * Why libnftables must not run now (a set anywhere in the namespace whose
+   * userdata it would crash on: it loads every table's sets before most
+   * commands, in this process), or undefined.
+   */
+  private hazard(): string | undefined {
+    return libnftablesHazard();
+  }
+
+  /** Deletes this client's table over plain netlink (inside the queue). */
+  private async deleteTableRaw(): Promise<void> {
+    const errno = await deleteTableOverNetlink(this.family, this.table);
+    if (errno !== 0) {
+      throw new NftablesError(`delete table ${this.family} ${this.table}: ${errnoText(errno)}`);
+    }
+  }
+
   /** Renders and runs `ops` through libnftables (inside the queue). */
   private async runScript(ops: Operation[], dryRun: boolean): Promise<void> {
+    const hazard = this.hazard();
+    if (hazard !== undefined) throw new NftablesError(hazard);
     const script = renderScript(this.family, this.table, ops);
     const res = await this.exec(script, dryRun);
     if (res.rc !== 0) throw await this.explain(ops, script, res.error);
   }
 
-  /** Set and map declarations, read inside the queue (the public listSets enqueues itself). */
+  /**
+   * Set and map declarations, read inside the queue (the public listSets
+   * enqueues itself), from a terse listing of this table: libnftables then
+   * loads no other table (`list sets` and `list maps` load every table's
+   * sets, see set_screen.ts).
+   */
   private async declarations(): Promise<(NftSet | NftMap)[]> {
+    const state = await this.terse();
     const out: (NftSet | NftMap)[] = [];
-    for (
-      const cmd of [`list sets table ${this.family} ${this.table}`, `list maps ${this.family}`]
-    ) {
-      this.#ctx.setOutputFlags(BASE_FLAGS | OutputFlag.TERSE);
-      let res: RunResult;
-      try {
-        res = await this.#ctx.run(cmd + "\n");
-      } finally {
-        this.#ctx.setOutputFlags(BASE_FLAGS);
-      }
-      if (res.rc !== 0) continue;
-      const state = parseTableListing(res.output, this.family, this.table);
-      for (const { set } of state?.sets.values() ?? []) out.push(set);
-      for (const { map } of state?.maps.values() ?? []) out.push(map);
-    }
+    for (const { set } of state?.sets.values() ?? []) out.push(set);
+    for (const { map } of state?.maps.values() ?? []) out.push(map);
     return out;
+  }
+
+  /** The table without elements (inside the queue), or null when it does not exist. */
+  private async terse(): Promise<TableState | null> {
+    this.#ctx.setOutputFlags(BASE_FLAGS | OutputFlag.TERSE);
+    let res: RunResult;
+    try {
+      res = await this.#ctx.run(`list table ${this.family} ${this.table}\n`);
+    } finally {
+      this.#ctx.setOutputFlags(BASE_FLAGS);
+    }
+    if (res.rc !== 0) {
+      const err = new NftablesError(
+        parseErrorText(res.error).map((r) => r.message).join("\n") || "list table failed",
+      );
+      if (err.notFound) return null;
+      throw err;
+    }
+    return parseTableListing(res.output, this.family, this.table);
   }
 
   /** Runs a script, in dry-run mode if asked; the flag is always reset. */
@@ -516,6 +568,13 @@ class LibNftablesClient implements NftablesClient {
 
   async getElement(kind: "set" | "map", name: string, key: string[]): Promise<Element | null> {
     if (!IDENTIFIER.test(name)) throw new TypeError(`invalid ${kind} name "${name}"`);
+    if (this.hazard() !== undefined) {
+      // `get element` loads every table's sets; listing only this one does not.
+      const canon = (parts: readonly string[]) =>
+        parts.flatMap((p) => p.split(" . ")).map((p) => canonicalIP(p) ?? p).join(" . ");
+      const want = canon(key);
+      return (await this.listElements(kind, name)).find((e) => canon(e.key) === want) ?? null;
+    }
     const text = await this.listing(
       `get element ${this.family} ${this.table} ${name} { ${key.join(" . ")} }`,
     );
@@ -526,6 +585,10 @@ class LibNftablesClient implements NftablesClient {
 
   listSets(): Promise<(NftSet | NftMap)[]> {
     return this.enqueue(() => this.declarations());
+  }
+
+  listTerse(): Promise<TableState | null> {
+    return this.enqueue(() => this.terse());
   }
 
   close(): void {
