@@ -230,12 +230,16 @@ export class SyncEngine {
       this.lastResults[f] = res;
       results[f] = res;
       const l = { ip_family: LABEL[f] };
-      if (verifying && res.full && res.ops > 0) {
+      // Only what the kernel had unlike the written state is a repair: stale chains deleted or
+      // changes applied by the same sync are not.
+      if (verifying && res.full && (res.drift?.count ?? 0) > 0) {
         metrics?.nftablesRepairsTotal.inc(l);
         log.warn(
           "Rules differed from what this agent wrote (another program changed them); restored",
           {
             ipFamily: LABEL[f],
+            differences: res.drift!.count,
+            found: res.drift!.examples.join("; "),
             operations: res.ops,
           },
         );

@@ -57,6 +57,14 @@ export function chainDigest(c: ChainSpec): string {
   return head + c.rules.join("\n");
 }
 
+const BASE_HEAD = /^(filter|nat|route) [a-z]+ -?\d+ (accept|drop)?\n/;
+
+/** How many rules a {@link chainDigest} stands for. */
+export function digestRules(digest: string): number {
+  const body = digest.replace(BASE_HEAD, "");
+  return body === "" ? 0 : body.split("\n").length;
+}
+
 /** A set declaration as the written state keeps it. */
 export function setDigest(s: NftSet | { kind: "map"; type: string; dataType: string }): string {
   return JSON.stringify(s);

@@ -31,6 +31,7 @@ import {
   claimMatches,
   claimRecord,
   clusterIPElement,
+  digestRules,
   ensureChain,
   hairpinElement,
   recordMatches,
@@ -53,6 +54,8 @@ export interface KernelView {
   sets: readonly string[];
   /** Elements of the listed sets and maps, by name (a missing name was not listed). */
   elements: ReadonlyMap<string, readonly Element[]>;
+  /** Rules per chain, when the listing had them: a count unlike ours means a foreign rule. */
+  ruleCounts?: ReadonlyMap<string, number>;
 }
 
 /** Inputs of {@link planFull}. */
@@ -140,6 +143,16 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
     if (!inKernel.has(name)) d.set("staleChains", name, null);
   }
   for (const name of inKernel) if (!d.has("chains", name)) d.set("chains", name, UNKNOWN);
+  // A chain holding more or fewer rules than we wrote was changed by someone: rewrite it, as
+  // kube-proxy's full sync flushes its chains (the table is ours).
+  const counts = view.ruleCounts;
+  if (counts !== undefined) {
+    for (const name of [...d.keys("chains")]) {
+      const digest = d.get("chains", name)!;
+      if (digest === UNKNOWN || !counts.has(name)) continue;
+      if (counts.get(name) !== digestRules(digest)) d.set("chains", name, UNKNOWN);
+    }
+  }
   const setsInKernel = new Set(view.sets);
   for (const name of [...d.keys("sets")]) if (!setsInKernel.has(name)) d.set("sets", name, null);
   for (const name of setsInKernel) if (!d.has("sets", name)) d.set("sets", name, UNKNOWN);

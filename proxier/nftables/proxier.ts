@@ -21,6 +21,7 @@ import { mallocTrim } from "../../ffi/malloc_trim.ts";
 import type { ProxierConfig, ProxyState, StaleReport } from "../model.ts";
 import { type BuildContext, buildContext, contextKey } from "./context.ts";
 import { type KernelView, LISTED_MAPS, LISTED_SETS, planFull } from "./plan_full.ts";
+import { type Drift, kernelDrift } from "./drift.ts";
 import { type Plan, planPartial } from "./plan_partial.ts";
 import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
 import { nextStaleDeadline, planStaleDeletion } from "./stale.ts";
@@ -100,6 +101,11 @@ export interface SyncResult {
    * was waiting: nothing else was done; run the next sync at once.
    */
   preempted?: boolean;
+  /**
+   * A full sync over a trusted written state: what the kernel had that this
+   * proxier did not write (another program's changes, which it repaired).
+   */
+  drift?: Drift;
 }
 
 /** A stale object that could not be deleted is tried again this much later. */
@@ -241,6 +247,7 @@ export class Proxier {
         return { ...this.finish(input, false, t0, ops + pre.ops, txs + pre.txs), followUpMs: 0 };
       }
       let plan: Plan;
+      let drift: Drift | undefined;
       if (full) {
         const canYield = this.shouldYield !== undefined && this.preempted === 0 &&
           !this.written.empty;
@@ -248,6 +255,8 @@ export class Proxier {
         if (services === undefined) return this.preempt(input, t0, ops, txs);
         const view = await this.kernelView();
         if (canYield && this.shouldYield!()) return this.preempt(input, t0, ops, txs);
+        // Kernel against what was written; meaningless when the written state is not trusted.
+        if (!this.written.empty && !this.regenerate) drift = kernelDrift(this.written, view);
         plan = planFull(this.written, {
           ctx,
           contextKey: key,
@@ -270,7 +279,8 @@ export class Proxier {
         this.lastFull = this.now();
         this.preempted = 0;
       }
-      return this.finish(input, full, t0, ops + ran.ops, txs + ran.txs, deleted.chains);
+      const res = this.finish(input, full, t0, ops + ran.ops, txs + ran.txs, deleted.chains);
+      return drift === undefined ? res : { ...res, drift };
     } catch (err) {
       this.requestFullSync("sync failed");
       throw err;
@@ -443,13 +453,32 @@ export class Proxier {
     }
   }
 
-  /** Chain and set names and the dispatch maps' elements, read from the kernel. */
+  /**
+   * Chain and set names (with rule counts when the client lists them tersely)
+   * and the dispatch maps' elements, read from the kernel.
+   */
   private async kernelView(): Promise<KernelView> {
-    const chains = await this.client.listChains();
     const elements = new Map<string, Element[]>();
-    const view: KernelView = { tableExists: chains.length > 0, chains, sets: [], elements };
-    if (!view.tableExists) return view;
-    const sets = await this.client.listSets();
+    let sets: { name: string; kind: "set" | "map" }[];
+    let view: KernelView;
+    if (this.client.listTerse !== undefined) {
+      const t = await this.client.listTerse();
+      // As below: a table without chains counts as none (a cold start).
+      if (t === null || t.chains.size === 0) {
+        return { tableExists: false, chains: [], sets: [], elements };
+      }
+      const ruleCounts = new Map([...t.chains].map(([name, c]) => [name, c.rules.length]));
+      sets = [
+        ...[...t.sets.values()].map((s) => s.set),
+        ...[...t.maps.values()].map((m) => m.map),
+      ];
+      view = { tableExists: true, chains: [...t.chains.keys()], sets: [], elements, ruleCounts };
+    } else {
+      const chains = await this.client.listChains();
+      view = { tableExists: chains.length > 0, chains, sets: [], elements };
+      if (!view.tableExists) return view;
+      sets = await this.client.listSets();
+    }
     view.sets = sets.map((s) => s.name);
     for (const s of sets) {
       const listed = s.kind === "map"
