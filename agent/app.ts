@@ -25,6 +25,7 @@ import { type NodeEvent, postNodeEvent, postStartingEvent } from "./events.ts";
 import { installHeapSnapshotSignal } from "./heap_snapshot.ts";
 import { ProxierHealthServer, ServiceHealthServers } from "./health.ts";
 import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
+import { tuneMalloc } from "../ffi/malloc_trim.ts";
 import { type ProxyInformers, startProxyInformers } from "./informers.ts";
 import { type Family, SyncEngine } from "./engine.ts";
 import { setLibraryDir } from "../ffi/libpath.ts";
@@ -230,6 +231,7 @@ async function serve(
   signal: AbortSignal | undefined,
   configText: string,
 ): Promise<number> {
+  tuneMalloc();
   const nodeName = (cfg.hostnameOverride ?? Deno.hostname()).trim().toLowerCase();
   const kube = loadKubeConfig({
     kubeconfig: cfg.kubeconfig,

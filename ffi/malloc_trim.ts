@@ -1,13 +1,52 @@
 /**
- * glibc `malloc_trim(0)`: hands memory that libnftables freed back to the
- * OS. libnftables allocates hundreds of MB for a big script and glibc keeps
- * the arenas otherwise.
+ * glibc's allocator, kept from hoarding what the process frees. libnftables allocates hundreds
+ * of MB for a big script, and the API lists' response buffers come and go by the thousand;
+ * glibc keeps both in its arenas otherwise.
  *
  * @module
  */
 import { dlopen } from "./native.ts";
 
-let libc: { symbols: { malloc_trim: (pad: number | bigint) => number } } | null | undefined;
+interface Libc {
+  symbols: {
+    malloc_trim: (pad: number | bigint) => number;
+    mallopt: (param: number, value: number) => number;
+  };
+}
+
+let libc: Libc | null | undefined;
+
+function openLibc(): Libc | null {
+  if (libc === undefined) {
+    try {
+      libc = dlopen("libc.so.6", {
+        malloc_trim: { parameters: ["usize"], result: "i32" },
+        mallopt: { parameters: ["i32", "i32"], result: "i32" },
+      }) as unknown as Libc;
+    } catch {
+      libc = null;
+    }
+  }
+  return libc;
+}
+
+/** mallopt parameters (malloc.h). */
+const M_TRIM_THRESHOLD = -1;
+const M_MMAP_THRESHOLD = -3;
+
+/**
+ * Fixed mmap and trim thresholds (128 KiB, glibc's initial values). glibc otherwise raises the
+ * mmap threshold to the size of every mmapped block freed, up to 32 MiB: the API lists' page
+ * buffers then land in the arenas, which fragment. Measured at a 30k-Service cold start: 190 MB
+ * of native memory before the first sync with the default, 76 MB with this. A no-op without
+ * glibc.
+ */
+export function tuneMalloc(): void {
+  const c = openLibc();
+  if (c === null) return;
+  c.symbols.mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  c.symbols.mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+}
 
 /**
  * After a big sync: a memory-reducing V8 collection when the runtime exposes `gc` (the start
@@ -22,14 +61,5 @@ let libc: { symbols: { malloc_trim: (pad: number | bigint) => number } } | null 
 export function mallocTrim(): void {
   const gc = (globalThis as { gc?: (options?: unknown) => void }).gc;
   if (typeof gc === "function") gc({ type: "major", execution: "sync", flavor: "last-resort" });
-  if (libc === undefined) {
-    try {
-      libc = dlopen("libc.so.6", {
-        malloc_trim: { parameters: ["usize"], result: "i32" },
-      }) as unknown as typeof libc;
-    } catch {
-      libc = null;
-    }
-  }
-  libc?.symbols.malloc_trim(0);
+  openLibc()?.symbols.malloc_trim(0);
 }
