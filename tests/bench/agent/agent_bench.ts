@@ -6,7 +6,8 @@
  *
  * Measured, each printed as one JSON line:
  * - `agent-cold`: process start until every sampled ClusterIP answers, and the peak RSS;
- * - `agent-steady`: RSS at rest after the cold start and a few full syncs;
+ * - `agent-steady`: RSS at rest after the cold start and a few full syncs, the JS heap and native
+ *   shares, and the memory issue's targets for the sizes it names (`memoryTargetMet`);
  * - `agent-endpoint-change` / `agent-new-service`: API write until traffic reaches the new
  *   endpoint (each change on its own, spaced past --min-sync-period);
  * - `agent-churn`: rolling-update EndpointSlice rewrites plus Service creates, deletes and port
@@ -81,6 +82,18 @@ const PENDING = [
   "kubeproxy_sync_proxy_rules_endpoint_changes_pending",
   "kubeproxy_sync_proxy_rules_service_changes_pending",
 ];
+/** The memory issue's targets (RSS, MB) for the sizes it names. */
+const MEMORY_TARGETS: Record<string, { steadyMB?: number; peakMB?: number }> = {
+  "1000x10": { steadyMB: 150, peakMB: 150 },
+  "10000x10": { steadyMB: 200 },
+  "30000x10": { steadyMB: 250, peakMB: 350 },
+  "60000x10": { peakMB: 600 },
+};
+
+function memoryTarget(services: number, eps: number) {
+  return MEMORY_TARGETS[`${services}x${eps}`];
+}
+
 const HEAP = ["nodejs_heap_size_used_bytes", "nodejs_heap_size_total_bytes"];
 
 async function main(): Promise<void> {
@@ -193,11 +206,20 @@ async function main(): Promise<void> {
     await sleep(settleSeconds * 1000);
     const steady = treeStat(pid);
     const heap = await scrape(metrics, HEAP);
+    const goal = memoryTarget(N, E);
     emit({
       bench: "agent-steady",
       ...size,
       rssMB: steady.rssMB,
       peakMB: steady.hwmMB,
+      ...(goal?.steadyMB !== undefined ? { targetSteadyMB: goal.steadyMB } : {}),
+      ...(goal?.peakMB !== undefined ? { targetPeakMB: goal.peakMB } : {}),
+      ...(goal
+        ? {
+          memoryTargetMet: steady.rssMB <= (goal.steadyMB ?? Infinity) &&
+            steady.hwmMB <= (goal.peakMB ?? Infinity),
+        }
+        : {}),
       ...(heap.nodejs_heap_size_used_bytes !== undefined
         ? {
           jsHeapUsedMB: Math.round(heap.nodejs_heap_size_used_bytes / 1048576),
