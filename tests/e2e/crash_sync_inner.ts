@@ -1,0 +1,292 @@
+/**
+ * Crashes mid-sync, inner half: runs INSIDE the node namespace tests/e2e/crash_sync_test.ts made
+ * (KNP_IN_TEST_NETNS=1), with the scale harness of tests/bench/agent (fake API server holding N
+ * Services × E endpoints, AnyIP backends, a prober in a client namespace).
+ *
+ * The agent is SIGKILLed at observed points of its work, never by timers alone: before its first
+ * transaction (its "Informer synced" log line), right after the first one (`nft monitor` sees the
+ * table appear), between the cold start's transactions and between those of the fresh-generation
+ * sync a restart runs (the dispatch map holds some frontends, not all), and around a partial sync
+ * of 2000 changed Services. After each kill the kernel's table is read back: every frontend must be
+ * whole (its class chain present, every bucket present, exactly its endpoints, old or new). Each
+ * restart must converge within one sync (checked with the agent stopped right after its first
+ * sync), and Services programmed before a kill must keep answering throughout (zero failed probes).
+ * Not a *_test.ts file: it must not run in the host namespace.
+ * @module
+ */
+import assert from "node:assert/strict";
+import { FakeApiServer } from "../fakeapi/server.ts";
+import { run } from "../netns.ts";
+import {
+  clusterIP,
+  endpointIP,
+  initialEndpoints,
+  node,
+  NODE_NAME,
+  service,
+  SERVICE_PORT,
+  serviceCIDR,
+  slice,
+  TARGET_PORT,
+} from "../bench/agent/cluster.ts";
+import { BenchNet } from "../bench/agent/net.ts";
+import { AgentProcess, freePort, NETNS_SAFE_FLAGS } from "./fixtures/agent_process.ts";
+import { programmedFrontends } from "./fixtures/programmed_frontends.ts";
+
+if (Deno.env.get("KNP_IN_TEST_NETNS") !== "1") {
+  throw new Error("crash_sync_inner.ts programs the kernel: run it through crash_sync_test.ts");
+}
+
+const N = 4800, E = 16, CHANGED = 2000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Endpoint IPs of service i: `shift` 0 for the initial set, 8000 for the changed one. */
+function eps(i: number, shift: number): string[] {
+  return initialEndpoints(i, E).map((_, j) => endpointIP(i * E + j + shift));
+}
+
+/** The frontends of service i (ClusterIP, and NodePort for one in 20) with their endpoints. */
+function frontendsOf(i: number, shift: number): [string, string[]][] {
+  const svc = service(i) as { spec: { ports: { nodePort?: number }[] } };
+  const want = eps(i, shift).map((ip) => `${ip}:${TARGET_PORT}`).sort();
+  const out: [string, string[]][] = [[`${clusterIP(i)} . tcp . ${SERVICE_PORT}`, want]];
+  const np = svc.spec.ports[0].nodePort;
+  if (np) out.push([`tcp . ${np}`, want]);
+  return out;
+}
+
+/** Frontends per service with the endpoint sets each may have (old and new while changing). */
+function expected(shifts: (i: number) => number[]): Map<string, string[][]> {
+  const m = new Map<string, string[][]>();
+  for (let i = 0; i < N; i++) {
+    for (const s of shifts(i)) {
+      for (const [key, want] of frontendsOf(i, s)) m.set(key, [...(m.get(key) ?? []), want]);
+    }
+  }
+  return m;
+}
+
+/**
+ * Reads the table and checks every frontend in it is whole and has one of its allowed endpoint
+ * sets; with `all`, that every expected frontend is there. Returns the programmed frontends.
+ */
+async function checkTable(
+  what: string,
+  allowed: Map<string, string[][]>,
+  all: boolean,
+): Promise<Map<string, string[]>> {
+  const p = await programmedFrontends();
+  assert.deepEqual(p.problems.slice(0, 5), [], `${what}: half-programmed frontends`);
+  const wrong: string[] = [];
+  for (const [key, got] of p.frontends) {
+    const ok = allowed.get(key);
+    if (!ok) wrong.push(`${key}: not a Service's frontend`);
+    else if (!ok.some((w) => w.join() === got.join())) wrong.push(`${key}: ${got.join(",")}`);
+  }
+  assert.deepEqual(wrong.slice(0, 5), [], `${what}: frontends with wrong endpoints`);
+  if (all) {
+    const missing = [...allowed.keys()].filter((k) => !p.frontends.has(k));
+    assert.deepEqual(missing.slice(0, 5), [], `${what}: frontends missing after one sync`);
+  }
+  return p.frontends;
+}
+
+/** How many elements the dispatch map holds (0 without a table). */
+async function dispatchCount(): Promise<number> {
+  const r = await run(["nft", "list", "map", "ip", "kube-proxy", "service-ips"], { check: false });
+  return r.code === 0 ? (r.stdout.match(/: goto /g) ?? []).length : 0;
+}
+
+/** Elements of cluster-ips (one per programmed Service; 0 without a table). */
+async function clusterIPCount(): Promise<number> {
+  const r = await run(["nft", "list", "set", "ip", "kube-proxy", "cluster-ips"], { check: false });
+  return r.code === 0 ? (r.stdout.match(/\d+\.\d+\.\d+\.\d+ comment/g) ?? []).length : 0;
+}
+
+/** Dispatch elements pointing to class chains of generation `gen`. */
+async function inGeneration(gen: number): Promise<number> {
+  const r = await run(["nft", "list", "map", "ip", "kube-proxy", "service-ips"], { check: false });
+  return r.code === 0 ? (r.stdout.match(new RegExp(`-g${gen}\\b`, "g")) ?? []).length : 0;
+}
+
+async function deleteTable(): Promise<void> {
+  await run(["nft", "delete", "table", "ip", "kube-proxy"], { check: false });
+}
+
+Deno.test({
+  name: "crash mid-sync: SIGKILL at observed points, restart, converge within one sync",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async (t) => {
+    const net = await BenchNet.create();
+    const api = FakeApiServer.start({ bookmarkIntervalMs: 1000 });
+    api.apply(node());
+    api.apply(serviceCIDR());
+    for (let i = 0; i < N; i++) {
+      api.apply(service(i));
+      api.apply(slice(i, initialEndpoints(i, E)));
+    }
+    const kubeconfig = api.writeKubeconfig();
+    const args = [
+      `--kubeconfig=${kubeconfig}`,
+      `--hostname-override=${NODE_NAME}`,
+      "--cluster-cidr=198.18.1.0/24",
+      "--min-sync-period=200ms",
+      `--healthz-bind-address=127.0.0.1:${freePort()}`,
+      `--metrics-bind-address=127.0.0.1:${freePort()}`,
+      "--v=2",
+      ...NETNS_SAFE_FLAGS,
+    ];
+    const initial = expected(() => [0]);
+    let agent: AgentProcess | undefined;
+    const start = () => (agent = AgentProcess.start(args));
+    const kill = async () => {
+      const st = await agent!.stop("SIGKILL");
+      assert.equal(st.signal, "SIGKILL", `the agent was not killed: ${JSON.stringify(st)}`);
+    };
+    /**
+     * Kills the agent between two transactions of a chunked full sync: a full sync writes
+     * Services in list order, a whole Service per transaction, ~2650 of them in each here. Once
+     * `count` (a cheap listing) is past 0 and short of all, the first transaction is in and the
+     * next one ~0.4 s away. Returns false when a poll came too late (the sync had finished).
+     */
+    const killMidway = async (count: () => Promise<number>): Promise<boolean> => {
+      for (let k = 0; k < 3000; k++) {
+        const n = await count();
+        if (n >= N) return false;
+        if (n > 0) {
+          await kill();
+          return true;
+        }
+        await sleep(2);
+      }
+      throw new Error("the sync never started");
+    };
+    /** After a restart: stops the agent right after its first sync, checks, lets it go on. */
+    const firstSync = async (what: string, allowed: Map<string, string[][]>) => {
+      const from = agent!.lines.length;
+      await agent!.waitForLine(/SyncProxyRules complete.*ipFamily="IPv4"/, 60_000, from);
+      Deno.kill(agent!.pid, "SIGSTOP");
+      try {
+        await checkTable(`${what}, after the first sync`, allowed, true);
+      } finally {
+        Deno.kill(agent!.pid, "SIGCONT");
+      }
+    };
+    /** A step; the ones after a failed step would only pile up errors: stop there. */
+    const step = async (name: string, fn: () => Promise<void>) => {
+      if (!(await t.step(name, fn))) throw new Error(`stopped after the failed step "${name}"`);
+    };
+    try {
+      await step("killed before its first transaction: no table", async () => {
+        await deleteTable();
+        start();
+        await agent!.waitForLine(/Informer synced.*resource="endpointslices"/, 60_000);
+        await kill();
+        assert.equal(await dispatchCount(), 0);
+        const chains = await run(["nft", "list", "chains", "ip"]);
+        assert.doesNotMatch(chains.stdout, /kube-proxy/, "a transaction ran before the kill");
+      });
+
+      await step("killed right after its first transaction: skeleton only", async () => {
+        const mon = new Deno.Command("nft", {
+          args: ["monitor", "new", "tables"],
+          stdout: "piped",
+          stderr: "null",
+        }).spawn();
+        const reader = mon.stdout.pipeThrough(new TextDecoderStream()).getReader();
+        start();
+        let seen = "";
+        while (!/add table ip kube-proxy/.test(seen)) {
+          const { value, done } = await reader.read();
+          if (done) throw new Error("nft monitor ended");
+          seen += value;
+        }
+        await kill();
+        mon.kill("SIGTERM");
+        await mon.status;
+        const frontends = await checkTable("skeleton only", initial, false);
+        assert.equal(frontends.size, 0, "elements were written before the kill");
+        assert.match((await run(["nft", "list", "chains", "ip"])).stdout, /chain services/);
+      });
+
+      let programmed = new Map<string, string[]>();
+      await step("killed between the cold start's transactions", async () => {
+        for (let attempt = 0;; attempt++) {
+          await deleteTable();
+          start();
+          if (await killMidway(clusterIPCount)) break;
+          await kill();
+          assert.ok(attempt < 3, "never caught the cold start between two transactions");
+        }
+        programmed = await checkTable("cold start cut short", initial, false);
+        assert.ok(programmed.size > 0 && programmed.size < initial.size, `${programmed.size}`);
+        console.log(`    caught with ${programmed.size} of ${initial.size} frontends written`);
+      });
+
+      // Services programmed before the kills, probed until the end of the cold-start steps.
+      const sample = [...programmed.keys()].filter((k) => !k.startsWith("tcp")).slice(0, 40)
+        .map((k) => `${k.split(" . ")[0]}:${SERVICE_PORT}`);
+      assert.ok(sample.length > 0);
+      await net.prober.send({ op: "watch", targets: sample });
+
+      await step("killed between the restart's fresh-generation transactions", async () => {
+        // Each restart moves to a new generation (1, 2, ...): catch one between transactions.
+        let gen = 1;
+        for (;; gen++) {
+          start();
+          if (await killMidway(() => inGeneration(gen))) break;
+          await kill();
+          assert.ok(gen < 4, "never caught a regeneration between two transactions");
+        }
+        const now = await checkTable("regeneration cut short", initial, false);
+        console.log(`    caught with ${await inGeneration(gen)} of ${N} ClusterIPs re-pointed`);
+        const lost = [...programmed.keys()].filter((k) => !now.has(k));
+        assert.deepEqual(lost.slice(0, 5), [], "frontends programmed before were dropped");
+      });
+
+      await step("a restart converges within one sync; no probe failed", async () => {
+        start();
+        await firstSync("after two kills", initial);
+        const w = await net.prober.send({ op: "unwatch" });
+        assert.equal(w.failures, 0, `failed probes: ${JSON.stringify(w)}`);
+        assert.ok(Number(w.probes) > 50, `only ${w.probes} probes`);
+      });
+
+      let shift = 0; // each round flips the changed Services between two endpoint sets
+      for (const delay of [0, 150, 400]) {
+        await step(`${CHANGED} Services changed, killed ${delay} ms later`, async () => {
+          // Unchanged Services (the last ones) must answer throughout.
+          const unchanged = Array.from({ length: 40 }, (_, k) => N - 1 - k * 7)
+            .map((i) => `${clusterIP(i)}:${SERVICE_PORT}`);
+          await net.prober.send({ op: "watch", targets: unchanged });
+          const now = shift, next = 8000 - shift;
+          shift = next;
+          for (let i = 0; i < CHANGED; i++) {
+            api.apply(slice(i, eps(i, next).map((ip) => ({ ip }))));
+          }
+          await sleep(delay);
+          await kill();
+          const during = expected((i) => (i < CHANGED ? [now, next] : [0]));
+          const cut = await checkTable("partial sync cut short", during, false);
+          const moved = Array.from({ length: CHANGED }, (_, i) => frontendsOf(i, next)[0])
+            .filter(([key, want]) => cut.get(key)?.join() === want.join()).length;
+          console.log(`    caught with ${moved} of ${CHANGED} changed Services written`);
+          start();
+          await firstSync("after a kill mid-change", expected((i) => (i < CHANGED ? [next] : [0])));
+          const w = await net.prober.send({ op: "unwatch" });
+          assert.equal(w.failures, 0, `failed probes: ${JSON.stringify(w)}`);
+        });
+      }
+    } catch (err) {
+      console.error(`--- agent output (last lines) ---\n${agent?.tail(40)}`);
+      throw err;
+    } finally {
+      await agent?.stop("SIGTERM", 5000);
+      await deleteTable();
+      await api.close();
+      await net.close();
+      await Deno.remove(kubeconfig).catch(() => {});
+    }
+  },
+});
