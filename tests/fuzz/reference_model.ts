@@ -302,6 +302,11 @@ export function expect(world: ModelWorld, cfg: ModelConfig, pkt: ModelPacket): E
       hits.push({ p, kind: "nodePort" });
     }
   }
+  // A VIP that is also an externalIP of the same port is one frontend (the same map key), and
+  // its loadBalancerSourceRanges apply to it whichever way the address was listed.
+  if (hits.length === 2 && hits[0].p === hits[1].p && hits.some((h) => h.kind === "lb")) {
+    hits.splice(hits.findIndex((h) => h.kind !== "lb"), 1);
+  }
   if (hits.length > 1) throw new Error(`model: packet matches ${hits.length} frontends`);
 
   if (hits.length === 0) {

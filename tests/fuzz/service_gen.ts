@@ -164,6 +164,9 @@ export function newService(g: Gen): Obj {
     if (g.chance(0.15)) spec.allocateLoadBalancerNodePorts = false;
     if (g.chance(0.6)) spec.loadBalancerSourceRanges = sourceRanges(g);
     setIngress(g, svc);
+    // The VIP listed as an externalIP as well (as MetalLB users often do).
+    const vip = svc.status.loadBalancer.ingress?.find((i: Obj) => i.ip)?.ip;
+    if (vip !== undefined && g.chance(0.2)) spec.externalIPs = [...(spec.externalIPs ?? []), vip];
   }
   if (g.chance(0.4)) spec.externalTrafficPolicy = "Local";
   normalize(g, svc);

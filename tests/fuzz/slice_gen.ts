@@ -93,7 +93,8 @@ function newEndpoint(g: Gen, svc: Obj, fam: 4 | 6, used: Set<string>): Obj | und
   if (used.has(ip)) return undefined;
   used.add(ip);
   const ep: Obj = {
-    addresses: [ip],
+    // Rarely a second address: only the first counts.
+    addresses: g.chance(0.03) ? [ip, g.podIP(fam, "nameless")] : [ip],
     targetRef: { kind: "Pod", namespace: svc.metadata.namespace, name: `pod-${g.serial()}` },
   };
   setState(ep, randomState(g));
@@ -167,7 +168,8 @@ export function newSlices(g: Gen, svc: Obj): Obj[] {
   for (const fam of familiesOf(svc)) {
     const n = g.pick([0, 1, 1, 2, 3]);
     for (let i = 0; i < n; i++) {
-      const s = newSlice(g, svc, fam, g.int(0, 4));
+      // Now and then a big one: larger endpoint-selection chains.
+      const s = newSlice(g, svc, fam, g.chance(0.03) ? g.int(20, 60) : g.int(0, 4));
       out.push(s);
       // Later slices must see this one's addresses.
       g.world.slices.set(`${s.metadata.namespace}/${s.metadata.name}`, s);
