@@ -5,7 +5,8 @@
  * lines the children print and prints a table.
  *
  * Flags: `--quick` (1k services only, for CI, < 3 min), `--soak` (the 5-minute
- * churn soak at 10k Services, alone), `--only=a,b` with names from: agent,
+ * churn soak at 10k Services, alone), `--fuzz` (the long fuzzed-cluster-state run,
+ * in memory and on the kernel, alone), `--only=a,b` with names from: agent,
  * sync, chunk, upstream, elements, conntrack, reconcile; `--sizes=30000x10,...`
  * keeps only the jobs of those sizes; `--json=FILE` also writes every result
  * line to FILE.
@@ -46,10 +47,17 @@ function exists(path: string): boolean {
 }
 
 /** The benchmark plan for a mode. */
-export function plan(quick: boolean, soak = false): { jobs: Job[]; notes: string[] } {
+export function plan(quick: boolean, soak = false, fuzz = false): { jobs: Job[]; notes: string[] } {
   const jobs: Job[] = [];
   const notes: string[] = [];
   const bench = (f: string) => `${repoRoot}/tests/bench/${f}`;
+  if (fuzz) {
+    const f = bench("fuzz_bench.ts");
+    jobs.push({ group: "fuzz", label: "fuzz", script: f, args: [], timeoutSeconds: 1800 });
+    const k = ["--kernel", "--seeds=10", "--steps=40"];
+    jobs.push({ group: "fuzz", label: "fuzz kernel", script: f, args: k, timeoutSeconds: 900 });
+    return { jobs, notes };
+  }
   // End to end first: the real agent, a fake API server, probes from another namespace.
   const agentSizes: [number, number, number][] = soak
     ? [[10000, 10, 300]]
@@ -237,7 +245,7 @@ if (import.meta.main) {
   const only = flag("only")?.split(",").filter((x) => x !== "");
   const jsonFile = flag("json");
   const sizes = flag("sizes")?.split(",").filter((x) => x !== "");
-  const { jobs, notes } = plan(quick, flag("soak") !== undefined);
+  const { jobs, notes } = plan(quick, flag("soak") !== undefined, flag("fuzz") !== undefined);
   const all: Line[] = [];
   const upstreamErrors = new Map<string, string>();
   for (const job of jobs) {
