@@ -14,9 +14,16 @@
  * - paged lists (`limit` / `continue`) over a snapshot taken at the first page; an expired
  *   token ({@link FakeApiServer.expireContinueTokens}) gets 410 Gone, reason Expired;
  * - fault injection: {@link FakeApiServer.failNext}, {@link FakeApiServer.dropWatches},
- *   {@link FakeApiServer.down} / {@link FakeApiServer.up}.
+ *   {@link FakeApiServer.down} / {@link FakeApiServer.up};
+ * - a restore from a backup ({@link FakeApiServer.snapshot} / {@link FakeApiServer.restore}):
+ *   the resourceVersion goes back. As the real server's watch cache does with a version it has
+ *   not reached, a list asking for one gets 504 "Too large resource version", and a watch from
+ *   one gets no event or bookmark until the server passes it.
  * @module
  */
+import { type Filter, parseFieldSelector, parseLabelSelector } from "./selectors.ts";
+
+export { parseFieldSelector, parseLabelSelector };
 
 /** A Kubernetes object as JSON. */
 export interface KObject {
@@ -80,16 +87,22 @@ interface StoredEvent {
   prev?: KObject;
 }
 
-type Filter = (o: KObject) => boolean;
-
 interface Watcher {
   kind: string;
+  /** Events and bookmarks up to this resourceVersion are not sent (a watch from the future). */
+  after: number;
   filter: Filter;
   controller: ReadableStreamDefaultController<Uint8Array>;
   bookmarks: boolean;
   timer?: ReturnType<typeof setInterval>;
   timeout?: ReturnType<typeof setTimeout>;
   closed: boolean;
+}
+
+/** The server's objects at one resourceVersion, from {@link FakeApiServer.snapshot}. */
+export interface ApiSnapshot {
+  readonly rv: number;
+  readonly objects: ReadonlyMap<string, ReadonlyMap<string, KObject>>;
 }
 
 /** Options for {@link FakeApiServer.start}. */
@@ -121,71 +134,6 @@ function status(code: number, reason: string, message: string): Response {
     }),
     { status: code, headers: { "content-type": "application/json" } },
   );
-}
-
-/** Splits a selector on commas that are not inside parentheses. */
-function splitTerms(sel: string): string[] {
-  const out: string[] = [];
-  let depth = 0;
-  let cur = "";
-  for (const ch of sel) {
-    if (ch === "(") depth++;
-    if (ch === ")") depth--;
-    if (ch === "," && depth === 0) {
-      out.push(cur);
-      cur = "";
-    } else cur += ch;
-  }
-  out.push(cur);
-  return out.map((s) => s.trim()).filter((s) => s !== "");
-}
-
-/** Compiles a label selector; throws Error on syntax it does not understand. */
-export function parseLabelSelector(sel: string): Filter {
-  const tests: Filter[] = [];
-  const labelsOf = (o: KObject) => o.metadata?.labels ?? {};
-  for (const term of splitTerms(sel)) {
-    let m: RegExpExecArray | null;
-    if ((m = /^([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)$/.exec(term))) {
-      const [, key, op, list] = m;
-      const values = new Set(list.split(",").map((s) => s.trim()).filter((s) => s !== ""));
-      tests.push(
-        op === "in"
-          ? (o) => key in labelsOf(o) && values.has(labelsOf(o)[key])
-          : (o) => !(key in labelsOf(o)) || !values.has(labelsOf(o)[key]),
-      );
-    } else if ((m = /^([\w./-]+)\s*(==|=|!=)\s*([\w./-]*)$/.exec(term))) {
-      const [, key, op, value] = m;
-      tests.push(
-        op === "!="
-          ? (o) => labelsOf(o)[key] !== value
-          : (o) => key in labelsOf(o) && labelsOf(o)[key] === value,
-      );
-    } else if ((m = /^!([\w./-]+)$/.exec(term))) {
-      const key = m[1];
-      tests.push((o) => !(key in labelsOf(o)));
-    } else if ((m = /^([\w./-]+)$/.exec(term))) {
-      const key = m[1];
-      tests.push((o) => key in labelsOf(o));
-    } else {
-      throw new Error(`unable to parse requirement: "${term}"`);
-    }
-  }
-  return (o) => tests.every((t) => t(o));
-}
-
-/** Compiles a field selector over metadata.name / metadata.namespace. */
-export function parseFieldSelector(sel: string): Filter {
-  const tests: Filter[] = [];
-  for (const term of splitTerms(sel)) {
-    const m = /^(metadata\.name|metadata\.namespace)\s*(==|=|!=)\s*(.*)$/.exec(term);
-    if (!m) throw new Error(`field label not supported: "${term}"`);
-    const [, field, op, value] = m;
-    const get = (o: KObject) =>
-      (field === "metadata.name" ? o.metadata?.name : o.metadata?.namespace) ?? "";
-    tests.push(op === "!=" ? (o) => get(o) !== value : (o) => get(o) === value);
-  }
-  return (o) => tests.every((t) => t(o));
 }
 
 /** A fake API server; create with {@link FakeApiServer.start}. */
@@ -318,6 +266,27 @@ export class FakeApiServer {
   compact(): void {
     this.#compactedRv = this.#rv;
     this.#events = [];
+  }
+
+  /** A copy of every object and the resourceVersion (a backup, for {@link restore}). */
+  snapshot(): ApiSnapshot {
+    const objects = new Map<string, Map<string, KObject>>();
+    for (const [kind, m] of this.#objects) objects.set(kind, new Map(clone([...m])));
+    return { rv: this.#rv, objects };
+  }
+
+  /**
+   * Puts the objects and the resourceVersion back as they were in `snap`, as an API server whose
+   * etcd was restored from a backup: the version goes back, the event history is gone (a watch
+   * from before `snap` gets 410), and the open watches end (the server restarted).
+   */
+  restore(snap: ApiSnapshot): void {
+    for (const [kind, m] of snap.objects) this.#objects.set(kind, new Map(clone([...m])));
+    this.#rv = snap.rv;
+    this.#compactedRv = snap.rv;
+    this.#events = [];
+    this.#pages.clear();
+    this.dropWatches();
   }
 
   /** Creates or replaces an object (kind and metadata.name required); returns the stored copy. */
@@ -492,6 +461,8 @@ export class FakeApiServer {
     if (watch === "true" || watch === "1") return this.#watch(r.info, filter, url.searchParams);
     const limit = Number(url.searchParams.get("limit") ?? "0");
     const token = url.searchParams.get("continue");
+    const asked = Number(url.searchParams.get("resourceVersion") ?? "");
+    if (!token && asked > this.#rv) return this.#tooLarge(asked);
     let snap: { items: KObject[]; rv: number };
     let offset = 0;
     if (token) {
@@ -524,6 +495,23 @@ export class FakeApiServer {
     });
   }
 
+  /** What the real server answers a request for a version it has not reached (after ~3 s). */
+  #tooLarge(asked: number): Response {
+    return Response.json({
+      kind: "Status",
+      apiVersion: "v1",
+      metadata: {},
+      status: "Failure",
+      message: `Too large resource version: ${asked}, current: ${this.#rv}`,
+      reason: "Timeout",
+      details: {
+        causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
+        retryAfterSeconds: 1,
+      },
+      code: 504,
+    }, { status: 504 });
+  }
+
   #watch(info: ResourceInfo, filter: Filter, params: URLSearchParams): Response {
     const rvParam = params.get("resourceVersion") ?? "";
     const from = rvParam === "" || rvParam === "0" ? undefined : Number(rvParam);
@@ -535,7 +523,9 @@ export class FakeApiServer {
     let watcher!: Watcher;
     const body = new ReadableStream<Uint8Array>({
       start: (controller) => {
-        watcher = { kind: info.kind, filter, controller, bookmarks, closed: false };
+        // From a version the server has not reached: nothing up to it is sent.
+        const after = from !== undefined && from > this.#rv ? from : 0;
+        watcher = { kind: info.kind, after, filter, controller, bookmarks, closed: false };
         this.#watchers.add(watcher);
         if (from !== undefined && from < this.#compactedRv) {
           this.#send(watcher, {
@@ -565,6 +555,7 @@ export class FakeApiServer {
         }
         if (bookmarks) {
           watcher.timer = setInterval(() => {
+            if (this.#rv <= watcher.after) return;
             this.#send(watcher, {
               type: "BOOKMARK",
               object: {
@@ -590,6 +581,7 @@ export class FakeApiServer {
   }
 
   #deliver(w: Watcher, ev: StoredEvent): void {
+    if (ev.rv <= w.after) return;
     const now = w.filter(ev.object);
     const before = ev.prev !== undefined && w.filter(ev.prev);
     if (ev.type === "DELETED") {
