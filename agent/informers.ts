@@ -27,6 +27,7 @@ import type { ApiFetch } from "./api_fetch.ts";
 import { pagedList } from "./paged_list.ts";
 import { httpStatus, timedRequest } from "./rest_metrics.ts";
 import { ApiProbe, errText, reachable, statusOf } from "./api_probe.ts";
+import { tooLargeResourceVersion, VersionTrail, WENT_BACK } from "./resource_version.ts";
 import { identityOf, slimEndpointSlice, slimNode, slimService, slimServiceCIDR } from "./slim.ts";
 
 /** Callbacks of a supervised informer. */
@@ -140,6 +141,10 @@ export class WatchSupervisor<T> {
   #restarts = 0;
   /** Newest resourceVersion seen (list or event); "" forces a quorum read from etcd. */
   #lastRv = "0";
+  /** Says so when the server's resourceVersion goes back (a restore from a backup). */
+  #versions = new VersionTrail((f) =>
+    this.#o.log?.warn(WENT_BACK, { resource: this.#o.name, ...f })
+  );
 
   /** Creates the supervisor; call {@link start}. */
   constructor(opts: WatchSupervisorOptions<T>) {
@@ -247,7 +252,8 @@ export class WatchSupervisor<T> {
     }
     if (gen !== this.#gen) return;
     this.#activity();
-    if (res.metadata?.resourceVersion) this.#lastRv = res.metadata.resourceVersion;
+    const listed = res.metadata?.resourceVersion;
+    if (listed) this.#versions.note(this.#lastRv = listed, "list");
     const seen = new Set<string>();
     for (const item of (res as KubeList<Obj>).items) {
       seen.add(keyOf(item));
@@ -300,7 +306,7 @@ export class WatchSupervisor<T> {
           return;
         }
         const rv = (obj as Obj).metadata?.resourceVersion;
-        if (rv) this.#lastRv = rv;
+        if (rv) this.#versions.note(this.#lastRv = rv, "watch event");
         if (phase === "BOOKMARK") return;
         const item = (o.slim ? o.slim(obj as Record<string, unknown>) : obj) as Obj;
         if (phase === "DELETED") this.#onDelete(item);
@@ -371,6 +377,15 @@ export class WatchSupervisor<T> {
   #onError(err: unknown): void {
     if (this.#stopped) return;
     const code = statusOf(err);
+    if (tooLargeResourceVersion(err)) {
+      // It went back: as client-go does, list what it has now rather than wait for it.
+      this.#o.log?.warn(
+        "The API server has not reached the resourceVersion this agent saw: it went back " +
+          "(restored from a backup?); listing its current state",
+        { resource: this.#o.name, resourceVersion: this.#lastRv, err: errText(err) },
+      );
+      this.#lastRv = "";
+    }
     if (code === 404 && this.#o.optional && !this.#synced) {
       this.#o.log?.info("API resource not served; continuing without it", {
         resource: this.#o.name,
