@@ -58,6 +58,7 @@ import { NftContext, type NftLib, OutputFlag, type RunResult } from "./libnftabl
 import { parseChainNames, parseTableListing } from "./list_parser.ts";
 import { RawElementWriter } from "./netlink/writer.ts";
 import { deleteTableOverNetlink, libnftablesHazard } from "./netlink/set_dump.ts";
+import { dumpRuleCounts } from "./netlink/rule_dump.ts";
 import { errnoText } from "./netlink/socket.ts";
 import { canonicalIP } from "../../proxier/ip.ts";
 
@@ -345,35 +346,31 @@ class LibNftablesClient implements NftablesClient {
 
   /**
    * Set and map declarations, read inside the queue (the public listSets
-   * enqueues itself), from a terse listing of this table: libnftables then
-   * loads no other table (`list sets` and `list maps` load every table's
-   * sets, see set_screen.ts).
+   * enqueues itself). Two terse listings that load no elements, unlike a
+   * listing of the table, which loads every element first (seconds and
+   * hundreds of MB at 30k Services). `list maps` loads every table's sets of
+   * the family, though: with a set there that libnftables would crash on
+   * (hazard()), the table's own listing, which loads no other table.
    */
   private async declarations(): Promise<(NftSet | NftMap)[]> {
-    const state = await this.terse();
+    const cmds = this.hazard() === undefined
+      ? [`list sets table ${this.family} ${this.table}`, `list maps ${this.family}`]
+      : [`list table ${this.family} ${this.table}`];
     const out: (NftSet | NftMap)[] = [];
-    for (const { set } of state?.sets.values() ?? []) out.push(set);
-    for (const { map } of state?.maps.values() ?? []) out.push(map);
+    for (const cmd of cmds) {
+      this.#ctx.setOutputFlags(BASE_FLAGS | OutputFlag.TERSE);
+      let res: RunResult;
+      try {
+        res = await this.#ctx.run(cmd + "\n");
+      } finally {
+        this.#ctx.setOutputFlags(BASE_FLAGS);
+      }
+      if (res.rc !== 0) continue;
+      const state = parseTableListing(res.output, this.family, this.table);
+      for (const { set } of state?.sets.values() ?? []) out.push(set);
+      for (const { map } of state?.maps.values() ?? []) out.push(map);
+    }
     return out;
-  }
-
-  /** The table without elements (inside the queue), or null when it does not exist. */
-  private async terse(): Promise<TableState | null> {
-    this.#ctx.setOutputFlags(BASE_FLAGS | OutputFlag.TERSE);
-    let res: RunResult;
-    try {
-      res = await this.#ctx.run(`list table ${this.family} ${this.table}\n`);
-    } finally {
-      this.#ctx.setOutputFlags(BASE_FLAGS);
-    }
-    if (res.rc !== 0) {
-      const err = new NftablesError(
-        parseErrorText(res.error).map((r) => r.message).join("\n") || "list table failed",
-      );
-      if (err.notFound) return null;
-      throw err;
-    }
-    return parseTableListing(res.output, this.family, this.table);
   }
 
   /** Runs a script, in dry-run mode if asked; the flag is always reset. */
@@ -587,8 +584,9 @@ class LibNftablesClient implements NftablesClient {
     return this.enqueue(() => this.declarations());
   }
 
-  listTerse(): Promise<TableState | null> {
-    return this.enqueue(() => this.terse());
+  /** Rules per chain, from a netlink rule dump (libnftables would load every element first). */
+  ruleCounts(): Promise<ReadonlyMap<string, number>> {
+    return this.enqueue(() => Promise.resolve(dumpRuleCounts(this.family, this.table)));
   }
 
   close(): void {

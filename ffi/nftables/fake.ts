@@ -683,6 +683,16 @@ export class FakeNftables implements NftablesClient {
     return Promise.resolve([...s.elements.values()].map((e) => toElement(s, e)));
   }
 
+  /** Rules per chain (chains without rules absent), empty when the table does not exist. */
+  ruleCounts(): Promise<ReadonlyMap<string, number>> {
+    this.ensureOpen();
+    const out = new Map<string, number>();
+    for (const [name, c] of this.data?.chains ?? []) {
+      if (c.rules.length > 0) out.set(name, c.rules.length);
+    }
+    return Promise.resolve(out);
+  }
+
   /** One chain with its rules, or null when it (or the table) does not exist. */
   listChain(name: string): Promise<{ chain: Chain; rules: Rule[] } | null> {
     return Promise.resolve(this.state()?.chains.get(name) ?? null);

@@ -178,11 +178,12 @@ export interface NftablesClient {
   /** One chain with its rules, or null when it does not exist. */
   listChain(name: string): Promise<{ chain: Chain; rules: Rule[] } | null>;
   /**
-   * The table without elements: chains with their rules, set and map
-   * declarations (one cheap listing), or null when it does not exist.
-   * Optional: a full sync without it cannot see rules added to its chains.
+   * The number of rules in each chain of the table (chains without rules are
+   * absent; empty when the table does not exist). Cheap however many
+   * elements the table holds. Optional: a full sync without it cannot see
+   * rules added to its chains.
    */
-  listTerse?(): Promise<TableState | null>;
+  ruleCounts?(): Promise<ReadonlyMap<string, number>>;
   /**
    * The element of a set or map with this key (one lookup, however big the
    * set), or null when there is none.

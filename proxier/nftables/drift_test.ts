@@ -1,29 +1,15 @@
 import assert from "node:assert/strict";
 import { FakeNftables } from "../../ffi/nftables/fake.ts";
-import { type NftablesClient, type TableState, Transaction } from "../../ffi/nftables/types.ts";
+import { Transaction } from "../../ffi/nftables/types.ts";
 import type { ProxyState } from "../model.ts";
 import { noStale } from "../../tests/bench/synthetic.ts";
 import { chainDigest, digestRules } from "./plan_common.ts";
 import { Proxier, type SyncResult } from "./proxier.ts";
 import { CFG, ep, state, svc } from "./testing.ts";
 
-/** FakeNftables plus the terse listing the real client has (chains with rules, no elements). */
-function terseFake(): FakeNftables & NftablesClient {
-  const fake = new FakeNftables("ip", "kube-proxy");
-  return Object.assign(fake, {
-    listTerse: async (): Promise<TableState | null> => {
-      const t = await fake.list();
-      if (t === null) return null;
-      for (const s of t.sets.values()) s.elements = [];
-      for (const m of t.maps.values()) m.elements = [];
-      return t;
-    },
-  });
-}
-
 function setup() {
   const clock = { t: 1000 };
-  const fake = terseFake();
+  const fake = new FakeNftables("ip", "kube-proxy");
   const p = new Proxier({
     client: fake,
     config: CFG,

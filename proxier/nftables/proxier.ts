@@ -454,31 +454,20 @@ export class Proxier {
   }
 
   /**
-   * Chain and set names (with rule counts when the client lists them tersely)
+   * Chain and set names (with rule counts when the client can count them)
    * and the dispatch maps' elements, read from the kernel.
    */
   private async kernelView(): Promise<KernelView> {
     const elements = new Map<string, Element[]>();
-    let sets: { name: string; kind: "set" | "map" }[];
-    let view: KernelView;
-    if (this.client.listTerse !== undefined) {
-      const t = await this.client.listTerse();
-      // As below: a table without chains counts as none (a cold start).
-      if (t === null || t.chains.size === 0) {
-        return { tableExists: false, chains: [], sets: [], elements };
-      }
-      const ruleCounts = new Map([...t.chains].map(([name, c]) => [name, c.rules.length]));
-      sets = [
-        ...[...t.sets.values()].map((s) => s.set),
-        ...[...t.maps.values()].map((m) => m.map),
-      ];
-      view = { tableExists: true, chains: [...t.chains.keys()], sets: [], elements, ruleCounts };
-    } else {
-      const chains = await this.client.listChains();
-      view = { tableExists: chains.length > 0, chains, sets: [], elements };
-      if (!view.tableExists) return view;
-      sets = await this.client.listSets();
+    const chains = await this.client.listChains();
+    const view: KernelView = { tableExists: chains.length > 0, chains, sets: [], elements };
+    if (!view.tableExists) return view;
+    if (this.client.ruleCounts !== undefined) {
+      // Every chain gets a count: a flushed chain is a difference too.
+      const counts = await this.client.ruleCounts();
+      view.ruleCounts = new Map(chains.map((c) => [c, counts.get(c) ?? 0]));
     }
+    const sets = await this.client.listSets();
     view.sets = sets.map((s) => s.name);
     for (const s of sets) {
       const listed = s.kind === "map"

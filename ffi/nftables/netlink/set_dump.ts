@@ -55,8 +55,16 @@ function errno(): number {
   return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
 }
 
-/** Every set of the namespace (synchronous: a few ms, even with thousands of sets). */
-export function dumpSets(): DumpedSet[] {
+/**
+ * Sends one NLM_F_DUMP request over a fresh NETLINK_NETFILTER socket and feeds
+ * every receive buffer to `parse` until it says "done" (or an errno).
+ * Synchronous: a dump of sets or of one table's rules takes a few ms.
+ */
+export function netfilterDump(
+  what: string,
+  request: Uint8Array,
+  parse: (buf: Uint8Array, len: number) => "more" | "done" | number,
+): void {
   const { mnl, libc } = open();
   const nl = mnl.mnl_socket_open(NETLINK_NETFILTER);
   if (nl === null) throw new Error(`netlink socket: errno ${errno()}`);
@@ -65,26 +73,35 @@ export function dumpSets(): DumpedSet[] {
     const fd = mnl.mnl_socket_get_fd(nl);
     // Never wait forever for the rest of a dump.
     libc.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, new BigInt64Array([5n, 0n]), 16);
-    const req = encodeSetDumpRequest(1);
-    if (Number(mnl.mnl_socket_sendto(nl, req, BigInt(req.length))) < 0) {
+    if (Number(mnl.mnl_socket_sendto(nl, request, BigInt(request.length))) < 0) {
       throw new Error(`netlink send: errno ${errno()}`);
     }
-    const out: DumpedSet[] = [];
     const rx = new Uint8Array(1 << 16);
     for (;;) {
       const got = Number(mnl.mnl_socket_recvfrom(nl, rx, BigInt(rx.length)));
       if (got < 0) {
         const e = errno();
         if (e === EINTR) continue;
-        throw new Error(`netlink set dump: errno ${e}`);
+        throw new Error(`netlink ${what} dump: errno ${e}`);
       }
-      const r = parseSetDump(rx, got, (s) => out.push(s));
-      if (r === "done") return out;
-      if (typeof r === "number") throw new Error(`netlink set dump: errno ${r}`);
+      const r = parse(rx, got);
+      if (r === "done") return;
+      if (typeof r === "number") throw new Error(`netlink ${what} dump: errno ${r}`);
     }
   } finally {
     mnl.mnl_socket_close(nl);
   }
+}
+
+/** Every set of the namespace (synchronous: a few ms, even with thousands of sets). */
+export function dumpSets(): DumpedSet[] {
+  const out: DumpedSet[] = [];
+  netfilterDump(
+    "set",
+    encodeSetDumpRequest(1),
+    (rx, got) => parseSetDump(rx, got, (s) => out.push(s)),
+  );
+  return out;
 }
 
 /** A set libnftables 1.0.x would crash on, and why. */

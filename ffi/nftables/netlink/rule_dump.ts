@@ -1,0 +1,96 @@
+/**
+ * Rule counts per chain of one table, from a plain NETLINK_NETFILTER rule
+ * dump. libnftables cannot list a table's rules without first loading every
+ * element of its sets into its cache (`list table -t` and `list chain` both
+ * do: 4.6 s and 300 MB for 200k map elements, libnftables 1.0.6), which would
+ * make every periodic full sync pay for the whole ruleset. The dump carries
+ * only the rules.
+ *
+ * @module
+ */
+import { netfilterDump } from "./set_dump.ts";
+
+const NFNL_SUBSYS_NFTABLES = 10;
+const NFT_MSG_NEWRULE = 6;
+const NFT_MSG_GETRULE = 7;
+const NLM_F_REQUEST = 0x1;
+const NLM_F_DUMP = 0x300;
+const NLMSG_ERROR = 2;
+const NLMSG_DONE = 3;
+const NFTA_RULE_TABLE = 1;
+const NFTA_RULE_CHAIN = 2;
+const FAMILY_NUMBER: Record<string, number> = { ip: 2, ip6: 10, inet: 1 };
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+const cstr = (v: Uint8Array) =>
+  dec.decode(v.subarray(0, v.indexOf(0) < 0 ? v.length : v.indexOf(0)));
+
+/** NFT_MSG_GETRULE dump of one family, filtered to `table` (the kernel honours the filter). */
+export function encodeRuleDumpRequest(family: string, table: string, seq: number): Uint8Array {
+  const fam = FAMILY_NUMBER[family];
+  if (fam === undefined) throw new Error(`rule dump: unknown family ${family}`);
+  const name = enc.encode(table + "\0");
+  const attrLen = 4 + name.length;
+  const len = 20 + ((attrLen + 3) & ~3);
+  const b = new Uint8Array(len);
+  const v = new DataView(b.buffer);
+  v.setUint32(0, len, true);
+  v.setUint16(4, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE, true);
+  v.setUint16(6, NLM_F_REQUEST | NLM_F_DUMP, true);
+  v.setUint32(8, seq, true);
+  b[16] = fam; // nfgenmsg: family, version 0, res_id 0
+  v.setUint16(20, attrLen, true);
+  v.setUint16(22, NFTA_RULE_TABLE, true);
+  b.set(name, 24);
+  return b;
+}
+
+/**
+ * Counts the rules of one receive buffer of a rule dump into `counts` (by
+ * chain; rules of other tables are skipped). Returns "done" at NLMSG_DONE, an
+ * errno (> 0) at an error, else "more".
+ */
+export function parseRuleDump(
+  buf: Uint8Array,
+  len: number,
+  table: string,
+  counts: Map<string, number>,
+): "more" | "done" | number {
+  const view = new DataView(buf.buffer, buf.byteOffset, len);
+  for (let off = 0; off + 16 <= len;) {
+    const mlen = view.getUint32(off, true);
+    const type = view.getUint16(off + 4, true);
+    if (mlen < 16 || off + mlen > len) break;
+    if (type === NLMSG_DONE) return "done";
+    if (type === NLMSG_ERROR) {
+      const err = view.getInt32(off + 16, true);
+      return err === 0 ? "done" : -err;
+    }
+    if ((type & 0xff) === NFT_MSG_NEWRULE && mlen >= 20) {
+      let t = "", chain = "";
+      for (let a = off + 20; a + 4 <= off + mlen;) {
+        const alen = view.getUint16(a, true);
+        const atype = view.getUint16(a + 2, true) & 0x7fff;
+        if (alen < 4 || a + alen > off + mlen) break;
+        if (atype === NFTA_RULE_TABLE) t = cstr(buf.subarray(a + 4, a + alen));
+        else if (atype === NFTA_RULE_CHAIN) chain = cstr(buf.subarray(a + 4, a + alen));
+        a += (alen + 3) & ~3;
+      }
+      if (t === table && chain !== "") counts.set(chain, (counts.get(chain) ?? 0) + 1);
+    }
+    off += (mlen + 3) & ~3;
+  }
+  return "more";
+}
+
+/** Rules per chain of `family table` (chains without rules are absent). Synchronous, a few ms. */
+export function dumpRuleCounts(family: string, table: string): Map<string, number> {
+  const counts = new Map<string, number>();
+  netfilterDump(
+    "rule",
+    encodeRuleDumpRequest(family, table, 1),
+    (rx, got) => parseRuleDump(rx, got, table, counts),
+  );
+  return counts;
+}
