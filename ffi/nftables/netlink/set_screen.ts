@@ -117,6 +117,9 @@ function typeofHazard(value: Uint8Array): string | undefined {
       if (a.value.length !== 4) return undefined; // parse error: the annotation is ignored
       etype = u32(a.value);
     } else if (a.type === 1) {
+      // Shorter than 3 bytes: a parse error, so the annotation is ignored (nft 1.0.6 writes an
+      // empty one for a vmap's verdict data, and reads its own tables back fine).
+      if (a.value.length < 3) return undefined;
       data = a.value;
     }
   }

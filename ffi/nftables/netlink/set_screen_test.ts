@@ -144,3 +144,11 @@ Deno.test("the raw table delete is one acked DELTABLE between batch begin and en
   assert.equal(end + 20, b.bytes.length);
   assert.deepEqual(b.seqs, [8]);
 });
+
+Deno.test("udataHazard: the anonymous vmap nft 1.0.6 writes itself (verdict data typeof) is safe", () => {
+  // `numgen random mod 2 vmap { 0 : goto a, 1 : goto a }` as nft 1.0.6 stores it (dumped on
+  // kernel 6.18); nft lists it back without trouble.
+  const hex = "00040100000001040000000004080004010000000100060400000000";
+  const udata = new Uint8Array(hex.match(/../g)!.map((b) => parseInt(b, 16)));
+  assert.equal(udataHazard(udata), undefined);
+});
