@@ -40,7 +40,24 @@
  *
  * @module
  */
-import { renderElement, renderOperation, renderScript } from "./script.ts";
+import { renderOperation, renderScript } from "./script.ts";
+import {
+  type ErrorRecord,
+  guessFailedOp,
+  hasLine,
+  type LineSpan,
+  parseErrorText,
+  scriptLines,
+} from "./error_locate.ts";
+
+export {
+  elementAtColumn,
+  type ErrorRecord,
+  guessFailedOp,
+  type LineSpan,
+  parseErrorText,
+  scriptLines,
+} from "./error_locate.ts";
 import {
   type Chain,
   type Element,
@@ -59,6 +76,7 @@ import { parseChainNames, parseTableListing } from "./list_parser.ts";
 import { RawElementWriter } from "./netlink/writer.ts";
 import { deleteTableOverNetlink, libnftablesHazard } from "./netlink/set_dump.ts";
 import { dumpRuleCounts } from "./netlink/rule_dump.ts";
+import { lookupElement } from "./netlink/element_get.ts";
 import { errnoText } from "./netlink/socket.ts";
 import { canonicalIP } from "../../proxier/ip.ts";
 
@@ -67,126 +85,6 @@ const FAMILIES: readonly Family[] = ["ip", "ip6", "inet"];
 const BASE_FLAGS = OutputFlag.HANDLE | OutputFlag.NUMERIC_PRIO;
 /** nft identifiers: what the scanner accepts unquoted. */
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_./-]*$/;
-
-/** One error record libnftables printed. */
-export interface ErrorRecord {
-  /** The message after `Error: `. */
-  message: string;
-  /** 1-based script line, when the record names one. */
-  line?: number;
-  /** 0-based column of the first `^` on the caret line, when present. */
-  column?: number;
-}
-
-/**
- * Splits libnftables' error text into records. Each record is an
- * `Error: ...` line (optionally prefixed `<source>:LINE:COL-COL: `), usually
- * followed by an echoed source line and a caret line.
- */
-export function parseErrorText(text: string): ErrorRecord[] {
-  const lines = text.split("\n");
-  const out: ErrorRecord[] = [];
-  const head = /^(?:(.*?):(\d+):(\d+)(?:-\d+)?: )?Error: (.*)$/;
-  for (let i = 0; i < lines.length; i++) {
-    const m = head.exec(lines[i]);
-    if (m === null) continue;
-    const rec: ErrorRecord = { message: m[4].trim() };
-    if (m[2] !== undefined) rec.line = Number(m[2]);
-    // Echoed source line, then the caret line made of spaces, `~` and `^`.
-    const caret = lines[i + 2];
-    if (caret !== undefined && /^[ ~^]*\^[ ~^]*$/.test(caret)) {
-      rec.column = caret.indexOf("^");
-      i += 2;
-    }
-    out.push(rec);
-  }
-  if (out.length === 0 && text.trim() !== "") out.push({ message: text.trim() });
-  return out;
-}
-
-/** A script line and the transaction ops [start, end) it renders. */
-export interface LineSpan {
-  start: number;
-  end: number;
-}
-
-/**
- * The ops behind each line of `renderScript`'s output: runs of element adds
- * (or deletes) on one set share a line; every other op has its own.
- */
-export function scriptLines(ops: readonly Operation[]): LineSpan[] {
-  const spans: LineSpan[] = [];
-  let i = 0;
-  while (i < ops.length) {
-    const op = ops[i];
-    let j = i + 1;
-    if (op.obj.kind === "element" && (op.verb === "add" || op.verb === "delete")) {
-      const target = op.obj.set ?? op.obj.map;
-      while (j < ops.length) {
-        const o = ops[j];
-        if (o.verb !== op.verb || o.obj.kind !== "element" || (o.obj.set ?? o.obj.map) !== target) {
-          break;
-        }
-        j++;
-      }
-    }
-    spans.push({ start: i, end: j });
-    i = j;
-  }
-  return spans;
-}
-
-/**
- * Which element of a folded element line lies under `column`, given the
- * line's text and its elements. Returns the offset within the line's ops, or
- * undefined when the column is before the first element or past the last.
- */
-export function elementAtColumn(
-  lineText: string,
-  elementTexts: readonly string[],
-  column: number,
-): number | undefined {
-  const open = lineText.indexOf("{ ");
-  if (open < 0) return undefined;
-  let pos = open + 2;
-  for (let k = 0; k < elementTexts.length; k++) {
-    const end = pos + elementTexts[k].length;
-    if (column >= pos && column < end) return k;
-    pos = end + 2; // ", "
-  }
-  return undefined;
-}
-
-function hasLine(rec: ErrorRecord | undefined, spans: readonly LineSpan[]): boolean {
-  return rec?.line !== undefined && rec.line >= 1 && rec.line <= spans.length;
-}
-
-/**
- * The op an error record points at: its line's op, or on a folded element
- * line the element under the caret. Undefined when the record has no usable
- * line, or its caret is on the command as a whole. `lines` is the rendered
- * script, one entry per span.
- */
-export function guessFailedOp(
-  ops: readonly Operation[],
-  spans: readonly LineSpan[],
-  lines: readonly string[],
-  rec: ErrorRecord | undefined,
-): number | undefined {
-  if (rec === undefined) return undefined;
-  let lineIdx: number;
-  if (hasLine(rec, spans)) lineIdx = rec.line! - 1;
-  else if (spans.length === 1) lineIdx = 0;
-  else return undefined;
-  const span = spans[lineIdx];
-  if (span.end - span.start === 1) return span.start;
-  if (rec.column === undefined) return undefined;
-  const texts = ops.slice(span.start, span.end).map((o) =>
-    renderElement(o.obj as Element, o.verb === "add")
-  );
-  const k = elementAtColumn(lines[lineIdx], texts, rec.column);
-  return k === undefined ? undefined : span.start + k;
-}
 
 /** Options for {@link openNftables}. */
 export interface OpenOptions {
@@ -565,6 +463,10 @@ class LibNftablesClient implements NftablesClient {
 
   async getElement(kind: "set" | "map", name: string, key: string[]): Promise<Element | null> {
     if (!IDENTIFIER.test(name)) throw new TypeError(`invalid ${kind} name "${name}"`);
+    // One kernel lookup over plain netlink: libnftables' `get element` loads every element of
+    // every set first (seconds on a big node, for each lookup of a `trace`).
+    const raw = await this.lookupRaw(kind, name, key);
+    if (raw !== undefined) return raw;
     if (this.hazard() !== undefined) {
       // `get element` loads every table's sets; listing only this one does not.
       const canon = (parts: readonly string[]) =>
@@ -582,6 +484,39 @@ class LibNftablesClient implements NftablesClient {
 
   listSets(): Promise<(NftSet | NftMap)[]> {
     return this.enqueue(() => this.declarations());
+  }
+
+  async listRules(): Promise<Map<string, { chain: Chain; rules: Rule[] }>> {
+    // Terse: libnftables still loads every element first (as for `list chain`), once.
+    const text = await this.enqueue(async () => {
+      this.#ctx.setOutputFlags(BASE_FLAGS | OutputFlag.TERSE);
+      try {
+        const res = await this.#ctx.run(`list table ${this.family} ${this.table}\n`);
+        return res.rc === 0 ? res.output : null;
+      } finally {
+        this.#ctx.setOutputFlags(BASE_FLAGS);
+      }
+    });
+    return text === null
+      ? new Map()
+      : parseTableListing(text, this.family, this.table)?.chains ?? new Map();
+  }
+
+  /** An element through the raw path, or undefined when it cannot be looked up that way. */
+  private async lookupRaw(
+    kind: "set" | "map",
+    name: string,
+    key: string[],
+  ): Promise<Element | null | undefined> {
+    const raw = this.#raw;
+    if (raw === undefined) return undefined;
+    try {
+      if (raw.layoutOf(name) === undefined) raw.learnDeclarations(await this.listSets());
+      const layout = raw.layoutOf(name);
+      return layout ? lookupElement(this.family, this.table, kind, name, layout, key) : undefined;
+    } catch {
+      return undefined; // no libmnl, an unreadable set, a kernel error: libnftables decides
+    }
   }
 
   /** Rules per chain, from a netlink rule dump (libnftables would load every element first). */

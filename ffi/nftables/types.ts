@@ -178,6 +178,12 @@ export interface NftablesClient {
   /** One chain with its rules, or null when it does not exist. */
   listChain(name: string): Promise<{ chain: Chain; rules: Rule[] } | null>;
   /**
+   * Every chain with its rules, by name ([] without the table), in one listing.
+   * Optional; where libnftables loads every element before any chain listing,
+   * reading many chains this way costs one load instead of one each.
+   */
+  listRules?(): Promise<globalThis.Map<string, { chain: Chain; rules: Rule[] }>>;
+  /**
    * The number of rules in each chain of the table (chains without rules are
    * absent; empty when the table does not exist). Cheap however many
    * elements the table holds. Optional: a full sync without it cannot see

@@ -253,6 +253,28 @@ Deno.test({
         assert.ok(Number(w.probes) > 50, `only ${w.probes} probes`);
       });
 
+      await step("trace and explain on this table answer in seconds", async () => {
+        // Each `get element` or `list chain` through libnftables 1.0.6 loads every element of
+        // the table first (~2 s here): a trace made of ~40 of them took nearly two minutes.
+        const i = N - 1, t0 = performance.now();
+        const tr = await AgentProcess.run([
+          "trace",
+          "--from",
+          "198.18.3.2",
+          "--to",
+          `${clusterIP(i)}:${SERVICE_PORT}/tcp`,
+        ]);
+        const traceMs = performance.now() - t0;
+        assert.equal(tr.code, 0, tr.output);
+        for (const ip of eps(i, 0)) assert.ok(tr.output.includes(`${ip}:${TARGET_PORT}`), ip);
+        const t1 = performance.now();
+        const ex = await AgentProcess.run(["explain", `ns${i % 100}/svc-${i}`]);
+        const explainMs = performance.now() - t1;
+        assert.equal(ex.code, 0, ex.output);
+        console.log(`    trace ${Math.round(traceMs)} ms, explain ${Math.round(explainMs)} ms`);
+        assert.ok(traceMs < 20_000 && explainMs < 20_000, "trace or explain took over 20 s");
+      });
+
       let shift = 0; // each round flips the changed Services between two endpoint sets
       for (const delay of [0, 150, 400]) {
         await step(`${CHANGED} Services changed, killed ${delay} ms later`, async () => {

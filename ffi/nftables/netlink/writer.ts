@@ -33,6 +33,11 @@ export class RawElementWriter {
     for (const s of sets) this.#layouts.set(s.name, layoutOf(s) ?? null);
   }
 
+  /** The layout of set `name`: undefined when not known yet, null when not encodable. */
+  layoutOf(name: string): SetLayout | null | undefined {
+    return this.#layouts.get(name);
+  }
+
   /** Element targets of `ops` whose layout is not known yet (empty: ready to encode). */
   unknownTargets(ops: readonly Operation[]): string[] {
     const out = new Set<string>();

@@ -62,9 +62,15 @@ export function tableReader(state: TableState): RulesetReader {
 /** A reader over the live table behind `client` (read-only: list and get only). */
 export function clientReader(client: NftablesClient): RulesetReader {
   const chains = new Map<string, Promise<{ chain: Chain; rules: Rule[] } | null>>();
+  // Every chain in one listing where the client can: libnftables loads the table's elements
+  // before any chain listing, so one chain at a time costs that load per chain.
+  const all = client.listRules?.();
   const chain = (name: string) => {
     let c = chains.get(name);
-    if (c === undefined) chains.set(name, c = client.listChain(name));
+    if (c === undefined) {
+      c = all ? all.then((m) => m.get(name) ?? null) : client.listChain(name);
+      chains.set(name, c);
+    }
     return c;
   };
   const kinds = new Map<string, "set" | "map">();
