@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { cstr, walkDump } from "./dump_walk.ts";
 import { netfilterDump } from "./set_dump.ts";
 
 const NFNL_SUBSYS_NFTABLES = 10;
@@ -15,16 +16,11 @@ const NFT_MSG_NEWRULE = 6;
 const NFT_MSG_GETRULE = 7;
 const NLM_F_REQUEST = 0x1;
 const NLM_F_DUMP = 0x300;
-const NLMSG_ERROR = 2;
-const NLMSG_DONE = 3;
 const NFTA_RULE_TABLE = 1;
 const NFTA_RULE_CHAIN = 2;
 const FAMILY_NUMBER: Record<string, number> = { ip: 2, ip6: 10, inet: 1 };
 
 const enc = new TextEncoder();
-const dec = new TextDecoder();
-const cstr = (v: Uint8Array) =>
-  dec.decode(v.subarray(0, v.indexOf(0) < 0 ? v.length : v.indexOf(0)));
 
 /** NFT_MSG_GETRULE dump of one family, filtered to `table` (the kernel honours the filter). */
 export function encodeRuleDumpRequest(family: string, table: string, seq: number): Uint8Array {
@@ -57,31 +53,15 @@ export function parseRuleDump(
   table: string,
   counts: Map<string, number>,
 ): "more" | "done" | number {
-  const view = new DataView(buf.buffer, buf.byteOffset, len);
-  for (let off = 0; off + 16 <= len;) {
-    const mlen = view.getUint32(off, true);
-    const type = view.getUint16(off + 4, true);
-    if (mlen < 16 || off + mlen > len) break;
-    if (type === NLMSG_DONE) return "done";
-    if (type === NLMSG_ERROR) {
-      const err = view.getInt32(off + 16, true);
-      return err === 0 ? "done" : -err;
-    }
-    if ((type & 0xff) === NFT_MSG_NEWRULE && mlen >= 20) {
-      let t = "", chain = "";
-      for (let a = off + 20; a + 4 <= off + mlen;) {
-        const alen = view.getUint16(a, true);
-        const atype = view.getUint16(a + 2, true) & 0x7fff;
-        if (alen < 4 || a + alen > off + mlen) break;
-        if (atype === NFTA_RULE_TABLE) t = cstr(buf.subarray(a + 4, a + alen));
-        else if (atype === NFTA_RULE_CHAIN) chain = cstr(buf.subarray(a + 4, a + alen));
-        a += (alen + 3) & ~3;
-      }
-      if (t === table && chain !== "") counts.set(chain, (counts.get(chain) ?? 0) + 1);
-    }
-    off += (mlen + 3) & ~3;
-  }
-  return "more";
+  return walkDump(buf, len, (type, _family, attrs) => {
+    if ((type & 0xff) !== NFT_MSG_NEWRULE) return;
+    let t = "", chain = "";
+    attrs((atype, value) => {
+      if (atype === NFTA_RULE_TABLE) t = cstr(value);
+      else if (atype === NFTA_RULE_CHAIN) chain = cstr(value);
+    });
+    if (t === table && chain !== "") counts.set(chain, (counts.get(chain) ?? 0) + 1);
+  });
 }
 
 /** Rules per chain of `family table` (chains without rules are absent). Synchronous, a few ms. */

@@ -26,6 +26,7 @@
  * @module
  */
 import type { Batch } from "./codec.ts";
+import { cstr, walkDump } from "./dump_walk.ts";
 
 /** Expression types (nftables' enum expr_types) whose userdata 1.0.6 can decode. */
 const DECODABLE = new Set([
@@ -173,8 +174,6 @@ const NFNL_MSG_BATCH_END = 0x11;
 const NLM_F_REQUEST = 0x1;
 const NLM_F_ACK = 0x4;
 const NLM_F_DUMP = 0x300;
-const NLMSG_ERROR = 2;
-const NLMSG_DONE = 3;
 const NFTA_SET_TABLE = 1;
 const NFTA_SET_NAME = 2;
 const NFTA_SET_USERDATA = 13;
@@ -220,10 +219,6 @@ export function encodeSetDumpRequest(seq: number): Uint8Array {
   return b;
 }
 
-const dec = new TextDecoder();
-const cstr = (v: Uint8Array) =>
-  dec.decode(v.subarray(0, v.indexOf(0) < 0 ? v.length : v.indexOf(0)));
-
 /**
  * Reads the messages of one receive buffer of a set dump. Returns "done" at
  * NLMSG_DONE, an errno (> 0) at an error, else "more".
@@ -233,37 +228,16 @@ export function parseSetDump(
   len: number,
   onSet: (s: DumpedSet) => void,
 ): "more" | "done" | number {
-  const view = new DataView(buf.buffer, buf.byteOffset, len);
-  for (let off = 0; off + 16 <= len;) {
-    const mlen = view.getUint32(off, true);
-    const type = view.getUint16(off + 4, true);
-    if (mlen < 16 || off + mlen > len) break;
-    if (type === NLMSG_DONE) return "done";
-    if (type === NLMSG_ERROR) {
-      const err = view.getInt32(off + 16, true);
-      return err === 0 ? "done" : -err;
-    }
-    if ((type & 0xff) === 9 /* NFT_MSG_NEWSET */ && mlen >= 20) {
-      const s: DumpedSet = {
-        family: FAMILY_NAME[buf[off + 16]] ?? `family ${buf[off + 16]}`,
-        table: "",
-        name: "",
-      };
-      for (let a = off + 20; a + 4 <= off + mlen;) {
-        const alen = view.getUint16(a, true);
-        const atype = view.getUint16(a + 2, true) & 0x7fff;
-        if (alen < 4 || a + alen > off + mlen) break;
-        const value = buf.subarray(a + 4, a + alen);
-        if (atype === NFTA_SET_TABLE) s.table = cstr(value);
-        else if (atype === NFTA_SET_NAME) s.name = cstr(value);
-        else if (atype === NFTA_SET_USERDATA) s.userdata = value.slice();
-        a += (alen + 3) & ~3;
-      }
-      onSet(s);
-    }
-    off += (mlen + 3) & ~3;
-  }
-  return "more";
+  return walkDump(buf, len, (type, family, attrs) => {
+    if ((type & 0xff) !== 9 /* NFT_MSG_NEWSET */) return;
+    const s: DumpedSet = { family: FAMILY_NAME[family] ?? `family ${family}`, table: "", name: "" };
+    attrs((atype, value) => {
+      if (atype === NFTA_SET_TABLE) s.table = cstr(value);
+      else if (atype === NFTA_SET_NAME) s.name = cstr(value);
+      else if (atype === NFTA_SET_USERDATA) s.userdata = value.slice();
+    });
+    onSet(s);
+  });
 }
 
 const FAMILY_NUMBER: Record<string, number> = { ip: 2, ip6: 10, inet: 1 };
