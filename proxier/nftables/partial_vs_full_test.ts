@@ -8,18 +8,7 @@ import { FakeNftables } from "../../ffi/nftables/fake.ts";
 import type { EndpointInfo, ProxyState, ServicePortInfo } from "../model.ts";
 import { Proxier } from "./proxier.ts";
 import { CFG, ep, state, svc } from "./testing.ts";
-
-/** mulberry32: small, seedable, good enough for test data. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from "../../tests/rng.ts";
 
 type St = ProxyState & {
   services: Map<string, ServicePortInfo>;

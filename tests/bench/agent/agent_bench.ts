@@ -44,6 +44,7 @@ import {
 import { BenchNet, treeStat } from "./net.ts";
 import { now } from "./prober.ts";
 import { run } from "../../netns.ts";
+import { rng } from "../../rng.ts";
 
 function arg(name: string, dflt: number): number {
   const i = Deno.args.indexOf(`--${name}`);
@@ -326,7 +327,7 @@ interface ChurnOptions {
 async function churn(o: ChurnOptions): Promise<Record<string, unknown>> {
   const { api, net } = o;
   await net.prober.send({ op: "watch", targets: o.unchanged.map(target) });
-  const rnd = mulberry32(42);
+  const rnd = rng(42);
   const created: number[] = [];
   let nextNew = o.firstNewService;
   const portChanged = new Set<number>();
@@ -439,18 +440,6 @@ async function churn(o: ChurnOptions): Promise<Record<string, unknown>> {
     rssMinMB: Math.min(...afterWarmup),
     rssMaxMB: Math.max(...afterWarmup),
     rssLastMB: rss.at(-1) ?? -1,
-  };
-}
-
-/** A small seeded PRNG, so runs make the same changes. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
 
