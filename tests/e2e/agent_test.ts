@@ -5,30 +5,9 @@
  * output is shown live; set KNP_AGENT_LOG=/path to also keep the agent's full log.
  * @module
  */
-import assert from "node:assert/strict";
-import { denoBin, e2eTest, repoRoot } from "../netns.ts";
-import { Topology } from "../topology.ts";
+import { e2eTest } from "../netns.ts";
+import { runInnerDriver } from "./fixtures/inner_driver.ts";
 
 e2eTest("agent: whole agent in a node namespace, driven through the fake API server", async () => {
-  const topo = await Topology.create({ pods: 2, tag: "ag" });
-  try {
-    await topo.startEcho(0, "a", 8080, 5353);
-    await topo.startEcho(1, "b", 8080, 5353);
-    const env = [`KNP_TOPO=${JSON.stringify(topo.names())}`];
-    const log = Deno.env.get("KNP_AGENT_LOG");
-    if (log) env.push(`KNP_AGENT_LOG=${log}`);
-    const inner = topo.node.spawn([
-      "env",
-      ...env,
-      denoBin,
-      "test",
-      "-A",
-      "--no-check",
-      `${repoRoot}/tests/e2e/agent_inner.ts`,
-    ], { stdout: "inherit", stderr: "inherit" });
-    const st = await inner.status;
-    assert.equal(st.code, 0, "the inner driver failed; see its output above");
-  } finally {
-    await topo.close();
-  }
+  await runInnerDriver("ag", "agent_inner.ts", ["KNP_AGENT_LOG"]);
 });

@@ -7,30 +7,9 @@
  * keep the agents' full logs.
  * @module
  */
-import assert from "node:assert/strict";
-import { denoBin, e2eTest, repoRoot } from "../netns.ts";
-import { Topology } from "../topology.ts";
+import { e2eTest } from "../netns.ts";
+import { runInnerDriver } from "./fixtures/inner_driver.ts";
 
 e2eTest("drop-in: upstream's DaemonSets, config versions and endpoints", async () => {
-  const topo = await Topology.create({ pods: 2, tag: "di" });
-  try {
-    await topo.startEcho(0, "a", 8080, 5353);
-    await topo.startEcho(1, "b", 8080, 5353);
-    const env = [`KNP_TOPO=${JSON.stringify(topo.names())}`];
-    const log = Deno.env.get("KNP_AGENT_LOG");
-    if (log) env.push(`KNP_AGENT_LOG=${log}`);
-    const inner = topo.node.spawn([
-      "env",
-      ...env,
-      denoBin,
-      "test",
-      "-A",
-      "--no-check",
-      `${repoRoot}/tests/e2e/dropin_inner.ts`,
-    ], { stdout: "inherit", stderr: "inherit" });
-    const st = await inner.status;
-    assert.equal(st.code, 0, "the inner driver failed; see its output above");
-  } finally {
-    await topo.close();
-  }
+  await runInnerDriver("di", "dropin_inner.ts", ["KNP_AGENT_LOG"]);
 });

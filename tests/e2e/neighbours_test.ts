@@ -4,30 +4,9 @@
  * programs' nftables tables, the fake API server and the agent all share the kernel.
  * @module
  */
-import assert from "node:assert/strict";
-import { denoBin, e2eTest, repoRoot } from "../netns.ts";
-import { Topology } from "../topology.ts";
+import { e2eTest } from "../netns.ts";
+import { runInnerDriver } from "./fixtures/inner_driver.ts";
 
 e2eTest("neighbours: other programs' nftables objects never break the agent's syncs", async () => {
-  const topo = await Topology.create({ pods: 2, tag: "nb" });
-  try {
-    await topo.startEcho(0, "a", 8080, 5353);
-    await topo.startEcho(1, "b", 8080, 5353);
-    const env = [`KNP_TOPO=${JSON.stringify(topo.names())}`];
-    const monitor = Deno.env.get("KNP_NFT_MONITOR");
-    if (monitor) env.push(`KNP_NFT_MONITOR=${monitor}`);
-    const inner = topo.node.spawn([
-      "env",
-      ...env,
-      denoBin,
-      "test",
-      "-A",
-      "--no-check",
-      `${repoRoot}/tests/e2e/neighbours_inner.ts`,
-    ], { stdout: "inherit", stderr: "inherit" });
-    const st = await inner.status;
-    assert.equal(st.code, 0, "the inner driver failed; see its output above");
-  } finally {
-    await topo.close();
-  }
+  await runInnerDriver("nb", "neighbours_inner.ts", ["KNP_NFT_MONITOR"]);
 });
