@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import { FakeApiServer, type KObject } from "../fakeapi/server.ts";
 import { MIXIN_SELECTORS, parseExposition, select } from "../mixin_selectors.ts";
 import { run } from "../netns.ts";
-import { assertInNetns, NODE4, NODE6, type ProbeResult, Topology } from "../topology.ts";
+import { NODE4, NODE6, type ProbeResult } from "../topology.ts";
 import {
   AgentProcess,
   eventually,
@@ -22,9 +22,14 @@ import {
   httpGet,
   NETNS_SAFE_FLAGS,
 } from "./fixtures/agent_process.ts";
-
-const NODE_NAME = "knp-demo-node";
-const TCP = 8080, UDP = 5353;
+import {
+  attachTopology,
+  metric,
+  nftTable,
+  NODE_NAME,
+  service,
+  slice,
+} from "./fixtures/inner_steps.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Cluster objects
@@ -44,74 +49,10 @@ function node(taints: { key: string; effect: string }[] = []): KObject {
   };
 }
 
-interface SvcOpts {
-  ip: string;
-  port?: number;
-  protocol?: "TCP" | "UDP";
-  nodePort?: number;
-  type?: string;
-}
-
-function service(name: string, o: SvcOpts): KObject {
-  const port: Record<string, unknown> = {
-    name: "p",
-    protocol: o.protocol ?? "TCP",
-    port: o.port ?? 80,
-    targetPort: o.protocol === "UDP" ? UDP : TCP,
-  };
-  if (o.nodePort) port.nodePort = o.nodePort;
-  return {
-    kind: "Service",
-    metadata: { name, namespace: "default" },
-    spec: {
-      type: o.type ?? (o.nodePort ? "NodePort" : "ClusterIP"),
-      clusterIP: o.ip,
-      clusterIPs: [o.ip],
-      ports: [port],
-    },
-  };
-}
-
-function slice(
-  svc: string,
-  ips: string[],
-  protocol: "TCP" | "UDP" = "TCP",
-  triggerTime?: Date,
-): KObject {
-  return {
-    kind: "EndpointSlice",
-    metadata: {
-      name: `${svc}-s1`,
-      namespace: "default",
-      labels: { "kubernetes.io/service-name": svc },
-      // What the EndpointSlice controller sets (RFC 3339 with fractions); feeds the network
-      // programming latency metric.
-      ...(triggerTime
-        ? {
-          annotations: {
-            "endpoints.kubernetes.io/last-change-trigger-time": triggerTime.toISOString(),
-          },
-        }
-        : {}),
-    },
-    addressType: ips[0]?.includes(":") ? "IPv6" : "IPv4",
-    ports: [{ name: "p", protocol, port: protocol === "UDP" ? UDP : TCP }],
-    endpoints: ips.map((ip) => ({
-      addresses: [ip],
-      conditions: { ready: true },
-      nodeName: NODE_NAME,
-    })),
-  };
-}
-
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-const names = JSON.parse(Deno.env.get("KNP_TOPO") ?? "null");
-if (!names) throw new Error("KNP_TOPO is not set: run this through tests/e2e/agent_test.ts");
-// Everything below programs the kernel: refuse to run anywhere but the test's node namespace.
-assertInNetns(names.node);
-const topo = Topology.attach(names);
+const topo = attachTopology("tests/e2e/agent_test.ts");
 const A = topo.podIPv4(0), B = topo.podIPv4(1);
 
 /** Labels of the replies; undefined when any attempt failed. */
@@ -162,11 +103,6 @@ function fails(
   );
 }
 
-async function nftTable(family: "ip" | "ip6"): Promise<string | undefined> {
-  const r = await run(["nft", "list", "table", family, "kube-proxy"], { check: false });
-  return r.code === 0 ? r.stdout : undefined;
-}
-
 /** A list request (not a watch, not the /version probe). */
 function isList(path: string): boolean {
   return path.startsWith("/api") && !/[?&]watch=/.test(path);
@@ -175,17 +111,6 @@ function isList(path: string): boolean {
 /** How many list requests the fake API server has answered. */
 function listRequests(api: FakeApiServer): number {
   return api.requests.filter(isList).length;
-}
-
-/** Sample value of a metric line such as `name{ip_family="IPv4"} 3`. */
-function metric(text: string, name: string, labels = ""): number | undefined {
-  for (const line of text.split("\n")) {
-    if (line.startsWith("#")) continue;
-    const sp = line.lastIndexOf(" ");
-    const key = line.slice(0, sp);
-    if (key === name || key === `${name}{${labels}}`) return Number(line.slice(sp + 1));
-  }
-  return undefined;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@
 import assert from "node:assert/strict";
 import { FakeApiServer } from "../fakeapi/server.ts";
 import { denoBin, repoRoot, run } from "../netns.ts";
-import { assertInNetns, Topology } from "../topology.ts";
 import { Prober } from "../bench/agent/net.ts";
 import type { PingLine } from "./fixtures/udp_pinger.ts";
 import {
@@ -26,6 +25,7 @@ import {
   NETNS_SAFE_FLAGS,
 } from "./fixtures/agent_process.ts";
 import {
+  attachTopology,
   node,
   NODE_NAME,
   reaches,
@@ -35,10 +35,7 @@ import {
   UDP,
 } from "./fixtures/inner_steps.ts";
 
-const names = JSON.parse(Deno.env.get("KNP_TOPO") ?? "null");
-if (!names) throw new Error("KNP_TOPO is not set: run this through crash_conntrack_test.ts");
-assertInNetns(names.node);
-const topo = Topology.attach(names);
+const topo = attachTopology("tests/e2e/crash_conntrack_test.ts");
 const A = topo.podIPv4(0), B = topo.podIPv4(1);
 const WEB = "198.19.0.10", DNS = "198.19.0.53";
 const STALE = 100_000, GOOD = 20_000;

@@ -14,18 +14,15 @@
 import assert from "node:assert/strict";
 import { FakeApiServer, type KObject } from "../fakeapi/server.ts";
 import { run } from "../netns.ts";
-import { assertInNetns, NODE4, NODE6, Topology } from "../topology.ts";
+import { NODE4, NODE6 } from "../topology.ts";
 import { AgentProcess, eventually, httpGet, NETNS_SAFE_FLAGS } from "./fixtures/agent_process.ts";
+import { attachTopology } from "./fixtures/inner_steps.ts";
 import { addonArgs, fixturePath, kubeadmArgs } from "../../agent/testdata/manifests.ts";
 
 const NODE_NAME = "knp-dropin-node";
 const HEALTHZ = "http://127.0.0.1:10256", METRICS = "http://127.0.0.1:10249";
 
-const names = JSON.parse(Deno.env.get("KNP_TOPO") ?? "null");
-if (!names) throw new Error("KNP_TOPO is not set: run this through tests/e2e/dropin_test.ts");
-// Everything below programs the kernel: refuse to run anywhere but the test's node namespace.
-assertInNetns(names.node);
-const topo = Topology.attach(names);
+const topo = attachTopology("tests/e2e/dropin_test.ts");
 const A = topo.podIPv4(0), B = topo.podIPv4(1);
 
 function node(name: string): KObject {

@@ -15,7 +15,7 @@
 import assert from "node:assert/strict";
 import { FakeApiServer } from "../fakeapi/server.ts";
 import { run } from "../netns.ts";
-import { assertInNetns, CLIENT4, Topology } from "../topology.ts";
+import { CLIENT4 } from "../topology.ts";
 import {
   AgentProcess,
   eventually,
@@ -30,6 +30,7 @@ import {
   FLOWTABLE_RULESET,
 } from "./fixtures/foreign_nft.ts";
 import {
+  attachTopology,
   fails,
   metric,
   nft,
@@ -43,10 +44,7 @@ import {
   slice,
 } from "./fixtures/inner_steps.ts";
 
-const names = JSON.parse(Deno.env.get("KNP_TOPO") ?? "null");
-if (!names) throw new Error("KNP_TOPO is not set: run this through tests/e2e/neighbours_test.ts");
-assertInNetns(names.node);
-const topo = Topology.attach(names);
+const topo = attachTopology("tests/e2e/neighbours_test.ts");
 const A = topo.podIPv4(0), B = topo.podIPv4(1);
 const WEB = "198.19.0.10", STICKY = "198.19.0.11", DNS = "198.19.0.53";
 /** The bound under test: --sync-period (2 s) plus a sync, with slack for probes on a busy host. */
