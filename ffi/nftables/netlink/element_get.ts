@@ -11,7 +11,7 @@
 import { canonicalIP } from "../../../proxier/ip.ts";
 import type { Element } from "../types.ts";
 import { encodeValue, type Field, type SetLayout } from "./codec.ts";
-import { netfilterDump } from "./set_dump.ts";
+import { netfilterDump } from "./socket.ts";
 
 const NFT_MSG_GETSETELEM = 13;
 const NFT_MSG_NEWSETELEM = 12;

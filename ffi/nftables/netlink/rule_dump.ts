@@ -9,7 +9,7 @@
  * @module
  */
 import { cstr, walkDump } from "./dump_walk.ts";
-import { netfilterDump } from "./set_dump.ts";
+import { netfilterDump } from "./socket.ts";
 
 const NFNL_SUBSYS_NFTABLES = 10;
 const NFT_MSG_NEWRULE = 6;

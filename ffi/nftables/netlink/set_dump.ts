@@ -6,7 +6,6 @@
  *
  * @module
  */
-import { openLibrary } from "../../libpath.ts";
 import {
   type DumpedSet,
   encodeDeleteTable,
@@ -14,84 +13,7 @@ import {
   parseSetDump,
   udataHazard,
 } from "./set_screen.ts";
-import { NetfilterSocket } from "./socket.ts";
-
-const NETLINK_NETFILTER = 12;
-const SOL_SOCKET = 1;
-const SO_RCVTIMEO = 20;
-const EINTR = 4;
-
-const SYMBOLS = {
-  mnl_socket_open: { parameters: ["i32"], result: "pointer" },
-  mnl_socket_bind: { parameters: ["pointer", "u32", "i32"], result: "i32" },
-  mnl_socket_get_fd: { parameters: ["pointer"], result: "i32" },
-  mnl_socket_sendto: { parameters: ["pointer", "buffer", "usize"], result: "isize" },
-  mnl_socket_recvfrom: { parameters: ["pointer", "buffer", "usize"], result: "isize" },
-  mnl_socket_close: { parameters: ["pointer"], result: "i32" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-const LIBC = {
-  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
-  __errno_location: { parameters: [], result: "pointer" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-let libs:
-  | {
-    mnl: Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
-    libc: Deno.DynamicLibrary<typeof LIBC>["symbols"];
-  }
-  | undefined;
-
-function open() {
-  libs ??= {
-    mnl: openLibrary("libmnl.so.0", SYMBOLS, "Debian/Ubuntu: libmnl0; Fedora/RHEL: libmnl").symbols,
-    libc: openLibrary("libc.so.6", LIBC, "the C library").symbols,
-  };
-  return libs;
-}
-
-function errno(): number {
-  const p = open().libc.__errno_location();
-  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
-}
-
-/**
- * Sends one NLM_F_DUMP request over a fresh NETLINK_NETFILTER socket and feeds
- * every receive buffer to `parse` until it says "done" (or an errno).
- * Synchronous: a dump of sets or of one table's rules takes a few ms.
- */
-export function netfilterDump(
-  what: string,
-  request: Uint8Array,
-  parse: (buf: Uint8Array, len: number) => "more" | "done" | number,
-): void {
-  const { mnl, libc } = open();
-  const nl = mnl.mnl_socket_open(NETLINK_NETFILTER);
-  if (nl === null) throw new Error(`netlink socket: errno ${errno()}`);
-  try {
-    if (mnl.mnl_socket_bind(nl, 0, 0) < 0) throw new Error(`netlink bind: errno ${errno()}`);
-    const fd = mnl.mnl_socket_get_fd(nl);
-    // Never wait forever for the rest of a dump.
-    libc.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, new BigInt64Array([5n, 0n]), 16);
-    if (Number(mnl.mnl_socket_sendto(nl, request, BigInt(request.length))) < 0) {
-      throw new Error(`netlink send: errno ${errno()}`);
-    }
-    const rx = new Uint8Array(1 << 16);
-    for (;;) {
-      const got = Number(mnl.mnl_socket_recvfrom(nl, rx, BigInt(rx.length)));
-      if (got < 0) {
-        const e = errno();
-        if (e === EINTR) continue;
-        throw new Error(`netlink ${what} dump: errno ${e}`);
-      }
-      const r = parse(rx, got);
-      if (r === "done") return;
-      if (typeof r === "number") throw new Error(`netlink ${what} dump: errno ${r}`);
-    }
-  } finally {
-    mnl.mnl_socket_close(nl);
-  }
-}
+import { netfilterDump, NetfilterSocket } from "./socket.ts";
 
 /** Every set of the namespace (synchronous: a few ms, even with thousands of sets). */
 export function dumpSets(): DumpedSet[] {

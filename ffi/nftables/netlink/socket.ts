@@ -29,6 +29,12 @@ const SYMBOLS = {
     result: "isize",
     nonblocking: true,
   },
+  // The same call, blocking: a dump request is small and answered at once.
+  mnl_socket_sendto_sync: {
+    name: "mnl_socket_sendto",
+    parameters: ["pointer", "buffer", "usize"],
+    result: "isize",
+  },
   mnl_socket_recvfrom: { parameters: ["pointer", "buffer", "usize"], result: "isize" },
   mnl_socket_close: { parameters: ["pointer"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
@@ -125,5 +131,45 @@ export class NetfilterSocket {
   close(): void {
     if (this.#nl !== null) open().mnl.mnl_socket_close(this.#nl);
     this.#nl = null;
+  }
+}
+
+/**
+ * Sends one NLM_F_DUMP request over a fresh NETLINK_NETFILTER socket and feeds
+ * every receive buffer to `parse` until it says "done" (or an errno).
+ * Synchronous: a dump of sets or of one table's rules takes a few ms.
+ */
+export function netfilterDump(
+  what: string,
+  request: Uint8Array,
+  parse: (buf: Uint8Array, len: number) => "more" | "done" | number,
+): void {
+  const { mnl, libc } = open();
+  const nl = mnl.mnl_socket_open(NETLINK_NETFILTER);
+  if (nl === null) throw new Error(`netlink socket: ${errnoText(errno(libc))}`);
+  try {
+    if (mnl.mnl_socket_bind(nl, 0, 0) < 0) {
+      throw new Error(`netlink bind: ${errnoText(errno(libc))}`);
+    }
+    const fd = mnl.mnl_socket_get_fd(nl);
+    // Never wait forever for the rest of a dump.
+    libc.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, new BigInt64Array([5n, 0n]), 16);
+    if (Number(mnl.mnl_socket_sendto_sync(nl, request, BigInt(request.length))) < 0) {
+      throw new Error(`netlink send: ${errnoText(errno(libc))}`);
+    }
+    const rx = new Uint8Array(1 << 16);
+    for (;;) {
+      const got = Number(mnl.mnl_socket_recvfrom(nl, rx, BigInt(rx.length)));
+      if (got < 0) {
+        const e = errno(libc);
+        if (e === EINTR) continue;
+        throw new Error(`netlink ${what} dump: ${errnoText(e)}`);
+      }
+      const r = parse(rx, got);
+      if (r === "done") return;
+      if (typeof r === "number") throw new Error(`netlink ${what} dump: ${errnoText(r)}`);
+    }
+  } finally {
+    mnl.mnl_socket_close(nl);
   }
 }
