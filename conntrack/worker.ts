@@ -7,11 +7,15 @@
  *
  * This module is both sides: imported normally it exports
  * {@link ReconcileWorker}; started as a Worker with {@link WORKER_NAME} it
- * serves requests.
+ * serves requests. The Worker is started from this module's own URL, which
+ * in the bundled artefact is the whole program: main.ts therefore stays idle
+ * when {@link isReconcileWorkerThread} (and the FFI client is a static
+ * import, since no source file sits beside the bundle to import lazily).
  *
  * @module
  */
 
+import { openConntrack } from "../ffi/conntrack/client.ts";
 import type { ConntrackClient, IpFamily } from "../ffi/conntrack/types.ts";
 import type { ProxyState, StaleReport } from "../proxier/model.ts";
 import { type CleanupResult, cleanupStale } from "./cleanup.ts";
@@ -27,21 +31,20 @@ import {
 export const WORKER_NAME = "knp-conntrack-reconciler";
 
 /**
- * How the Worker obtains its client: `module`'s export `factory`, called with
- * `args` (structured-cloneable). The factory must return a ConntrackClient.
+ * How the Worker obtains its client: `"ffi"`, the real one (`openConntrack()`),
+ * or `module`'s export `factory` called with `args` (structured-cloneable),
+ * which must return a ConntrackClient: how unit tests put a fake on the thread.
  */
-export interface WorkerClientSpec {
+export type WorkerClientSpec = "ffi" | {
   module: string;
   factory: string;
   args: unknown[];
-}
-
-/** The real FFI client: `openConntrack()` from ffi/conntrack/client.ts. */
-export const FFI_CLIENT: WorkerClientSpec = {
-  module: new URL("../ffi/conntrack/client.ts", import.meta.url).href,
-  factory: "openConntrack",
-  args: [],
 };
+
+/** True on the thread a {@link ReconcileWorker} started. */
+export function isReconcileWorkerThread(): boolean {
+  return (globalThis as { name?: unknown }).name === WORKER_NAME;
+}
 
 interface Request {
   id: number;
@@ -60,7 +63,7 @@ type Reply =
 
 /** Options of {@link ReconcileWorker}. */
 export interface ReconcileWorkerOptions {
-  /** Client the Worker opens. Default {@link FFI_CLIENT}. */
+  /** Client the Worker opens. Default `"ffi"`. */
   client?: WorkerClientSpec;
 }
 
@@ -82,7 +85,7 @@ export class ReconcileWorker {
 
   /** Prepares a worker; the thread starts on the first request. */
   constructor(opts: ReconcileWorkerOptions = {}) {
-    this.client = opts.client ?? FFI_CLIENT;
+    this.client = opts.client ?? "ffi";
   }
 
   /**
@@ -176,16 +179,21 @@ export class ReconcileWorker {
   }
 }
 
+async function openClient(spec: WorkerClientSpec): Promise<ConntrackClient> {
+  if (spec === "ffi") return openConntrack();
+  const mod = await import(spec.module) as Record<string, unknown>;
+  const factory = mod[spec.factory];
+  if (typeof factory !== "function") {
+    throw new Error(`${spec.module} has no function export ${spec.factory}`);
+  }
+  return factory(...spec.args) as ConntrackClient;
+}
+
 /** Worker side: open the client, reconcile, close, reply. */
 async function serve(req: Request, post: (r: Reply) => void): Promise<void> {
   let client: ConntrackClient | undefined;
   try {
-    const mod = await import(req.client.module) as Record<string, unknown>;
-    const factory = mod[req.client.factory];
-    if (typeof factory !== "function") {
-      throw new Error(`${req.client.module} has no function export ${req.client.factory}`);
-    }
-    client = factory(...req.client.args) as ConntrackClient;
+    client = await openClient(req.client);
     const result = req.cleanup !== undefined
       ? cleanupStale(client, req.cleanup.report, req.cleanup.family)
       : reconcileWithIndex(client, req.index!, {
@@ -205,6 +213,6 @@ const scope = globalThis as unknown as {
   onmessage: ((ev: MessageEvent<Request>) => void) | null;
   postMessage(msg: Reply): void;
 };
-if (scope.name === WORKER_NAME && typeof scope.postMessage === "function") {
+if (isReconcileWorkerThread() && typeof scope.postMessage === "function") {
   scope.onmessage = (ev) => void serve(ev.data, (r) => scope.postMessage(r));
 }
