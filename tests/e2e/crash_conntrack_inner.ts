@@ -16,7 +16,7 @@ import assert from "node:assert/strict";
 import { FakeApiServer } from "../fakeapi/server.ts";
 import { denoBin, repoRoot, run } from "../netns.ts";
 import { Prober } from "../bench/agent/net.ts";
-import type { PingLine } from "./fixtures/udp_pinger.ts";
+import { startPinger as startUdpPinger } from "./fixtures/udp_pinger_client.ts";
 import {
   AgentProcess,
   eventually,
@@ -76,43 +76,7 @@ async function flowsTo(rsrc: string, madeUp = false): Promise<number> {
 const count = () => Number(Deno.readTextFileSync(COUNT).trim());
 
 /** A client in the client namespace sending from one source port, its replies recorded. */
-function startPinger(sport: number) {
-  const child = topo.client.spawn([
-    denoBin,
-    "run",
-    "-A",
-    `${repoRoot}/tests/e2e/fixtures/udp_pinger.ts`,
-    DNS,
-    "53",
-    String(sport),
-    "120",
-    "100",
-  ], { stderr: "inherit" });
-  const lines: PingLine[] = [];
-  (async () => {
-    let buf = "";
-    for await (const c of child.stdout.pipeThrough(new TextDecoderStream())) {
-      buf += c;
-      let i;
-      while ((i = buf.indexOf("\n")) >= 0) {
-        lines.push(JSON.parse(buf.slice(0, i)));
-        buf = buf.slice(i + 1);
-      }
-    }
-  })();
-  const fromSince = (label: string, t: number) =>
-    lines.filter((l) => "from" in l && l.from === label && l.t >= t).length;
-  return {
-    lines,
-    fromSince,
-    stop: async () => {
-      try {
-        child.kill("SIGTERM");
-      } catch { /* gone */ }
-      await child.status;
-    },
-  };
-}
+const startPinger = (sport: number) => startUdpPinger(topo.client, DNS, 53, sport);
 
 Deno.test({
   name: "crash during a conntrack reconcile: killed twice, the next agent finishes the job",
