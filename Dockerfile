@@ -1,40 +1,24 @@
-# syntax=docker/dockerfile:1
-# Multi-stage build of the kube-nft-proxy image. Needs a connected build
-# machine: `deno compile` downloads denort from Deno's release host.
-
-# 1. Compile the agent into one binary with its permissions baked in.
-FROM debian:12 AS builder
-RUN apt-get update \
- && apt-get install -y --no-install-recommends nodejs npm ca-certificates unzip \
- && rm -rf /var/lib/apt/lists/*
-WORKDIR /src
-# The Deno version lives only in .deno-version; denow installs it from npm.
-COPY .deno-version denow ./
-RUN ./denow --version
-COPY deno.json deno.lock ./
-RUN ./denow install --frozen
-COPY . .
-RUN ./denow task compile \
- && mkdir -p /out/bin && cp dist/kube-nft-proxy /out/bin/ \
- && ln -s kube-nft-proxy /out/bin/kube-proxy
-
-# 2. Collect exactly the native libraries the binary dlopens, with their
-#    ldd closure, minus what distroless/cc already ships.
-FROM debian:12 AS libs
-RUN apt-get update \
- && apt-get install -y --no-install-recommends libnftables1 libnetfilter-conntrack3 libmnl0 \
- && rm -rf /var/lib/apt/lists/*
-COPY scripts/image-libs.sh /image-libs.sh
-RUN bash /image-libs.sh --copy /out/lib
-
-# 3. Distroless runtime: no shell, no package manager.
-FROM gcr.io/distroless/cc-debian12 AS runtime
-# A private directory: the agent dlopens from KUBE_NFT_PROXY_LIB_DIR, and the
-# loader finds their dependencies through LD_LIBRARY_PATH.
-COPY --from=libs /out/lib/ /usr/lib/kube-nft-proxy/
+# The kube-nft-proxy image: FROM scratch, one COPY of a root filesystem that
+# scripts/build-image.sh stages from the build host (a Debian 12 machine) into
+# the build context, so no base image is pulled and no command runs here.
+# Build with the script, not directly:
+#
+#   scripts/build-image.sh --tag registry.example.com/kube-nft-proxy:0.1.0
+#
+# The staged root holds only:
+#   /usr/local/bin/kube-nft-proxy   the compiled binary, or (where denort cannot be
+#                                   downloaded) a launcher that execs the pinned deno
+#                                   on /usr/local/lib/kube-nft-proxy/kube-nft-proxy.js
+#   /usr/local/bin/kube-proxy       symlink: the path kubeadm's DaemonSet runs
+#   /usr/lib/kube-nft-proxy/        the libraries the agent dlopens, with their ldd closure
+#   /usr/lib/x86_64-linux-gnu/      glibc, libgcc_s and the loader (+ /lib64 link)
+#   /etc/passwd, /etc/group         root only; /tmp
+# No shell, no package manager.
+FROM scratch
+COPY rootfs/ /
+# The agent dlopens from KUBE_NFT_PROXY_LIB_DIR; the loader finds the
+# libraries' own dependencies through LD_LIBRARY_PATH.
 ENV KUBE_NFT_PROXY_LIB_DIR=/usr/lib/kube-nft-proxy \
     LD_LIBRARY_PATH=/usr/lib/kube-nft-proxy
-# Also /usr/local/bin/kube-proxy (a symlink; copying the directory keeps it), the path
-# kubeadm's DaemonSet runs: switching a kubeadm cluster is a change of image only.
-COPY --from=builder /out/bin/ /usr/local/bin/
+USER 0:0
 ENTRYPOINT ["/usr/local/bin/kube-nft-proxy"]
