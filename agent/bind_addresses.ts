@@ -7,38 +7,14 @@
  * @module
  */
 import type { BindCIDRs } from "./flags/types.ts";
-import { isIPv4, isIPv6, normalizeHostPort } from "./flags/values.ts";
-
-/** An IP as a 32- or 128-bit number, with its family. */
-function ipBits(ip: string): { v6: boolean; n: bigint } | undefined {
-  if (isIPv4(ip)) {
-    return { v6: false, n: ip.split(".").reduce((a, o) => (a << 8n) | BigInt(o), 0n) };
-  }
-  if (!isIPv6(ip)) return undefined;
-  let s = ip;
-  const dotted = s.match(/(\d+\.\d+\.\d+\.\d+)$/);
-  if (dotted) {
-    const v4 = ipBits(dotted[1])!.n;
-    s = s.slice(0, -dotted[1].length) +
-      `${(v4 >> 16n).toString(16)}:${(v4 & 0xffffn).toString(16)}`;
-  }
-  const [head, tail] = s.split("::");
-  const hs = head ? head.split(":") : [];
-  const ts = tail !== undefined ? (tail ? tail.split(":") : []) : [];
-  const groups = tail !== undefined
-    ? [...hs, ...Array(8 - hs.length - ts.length).fill("0"), ...ts]
-    : hs;
-  return { v6: true, n: groups.reduce((a, g) => (a << 16n) | BigInt(parseInt(g, 16)), 0n) };
-}
+import { cidrContains as contains, parseCIDR } from "../net/cidr.ts";
+import { parseIP } from "../net/ip.ts";
+import { normalizeHostPort } from "./flags/values.ts";
 
 /** True when `ip` is inside `cidr` (same family only). */
 export function cidrContains(cidr: string, ip: string): boolean {
-  const slash = cidr.indexOf("/");
-  const net = ipBits(cidr.slice(0, slash)), addr = ipBits(ip);
-  if (!net || !addr || net.v6 !== addr.v6) return false;
-  const width = net.v6 ? 128n : 32n;
-  const shift = width - BigInt(cidr.slice(slash + 1));
-  return (net.n >> shift) === (addr.n >> shift);
+  const net = parseCIDR(cidr), addr = parseIP(ip);
+  return net !== null && addr !== null && contains(net, addr);
 }
 
 /** The listeners for `b` given the node's local IPs (and whether IPv6 is usable at all). */

@@ -16,9 +16,6 @@ export type {
 export { UsageError } from "./flags/types.ts";
 export {
   formatGoDuration,
-  isCIDR,
-  isIPv4,
-  isIPv6,
   normalizeHostPort,
   parseGoDuration,
   splitHostPort,

@@ -10,7 +10,8 @@
  * @module
  */
 
-import type { ConntrackClient, ConntrackEntry, IpFamily } from "../ffi/conntrack/types.ts";
+import type { ConntrackClient, ConntrackEntry } from "../ffi/conntrack/types.ts";
+import type { IpFamily } from "../net/family.ts";
 import { PROTO_UDP } from "../ffi/conntrack/types.ts";
 import type { ServicePortInfo, StaleReport } from "../proxier/model.ts";
 import { deleteInChunks, mustCanonical } from "./reconciler.ts";

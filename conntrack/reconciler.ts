@@ -10,10 +10,12 @@
  * @module
  */
 
-import type { ConntrackClient, ConntrackEntry, IpFamily } from "../ffi/conntrack/types.ts";
+import type { ConntrackClient, ConntrackEntry } from "../ffi/conntrack/types.ts";
+import type { IpFamily } from "../net/family.ts";
 import { PROTO_UDP } from "../ffi/conntrack/types.ts";
 import type { ProxyState } from "../proxier/model.ts";
-import { canonicalIP, cidrContains, parseCIDR, type ParsedCIDR, parseIP } from "../proxier/ip.ts";
+import { cidrContains, parseCIDR, type ParsedCIDR } from "../net/cidr.ts";
+import { canonicalIP, parseIP } from "../net/ip.ts";
 
 /** Canonical text of a model address; throws naming the field when it is malformed. */
 export function mustCanonical(ip: string, what: string): string {

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { FakeConntrack, type FakeEntryInput } from "../ffi/conntrack/fake.ts";
 import { PROTO_SCTP, PROTO_TCP } from "../ffi/conntrack/types.ts";
-import type { EndpointInfo, IpFamily, ProxyState, ServicePortInfo } from "../proxier/model.ts";
+import type { EndpointInfo, ProxyState, ServicePortInfo } from "../proxier/model.ts";
+import type { IpFamily } from "../net/family.ts";
 import { buildFrontendIndex, reconcile, staleReason } from "./reconciler.ts";
 import { endpoint, servicePort } from "../proxier/model_testing.ts";
 

@@ -16,7 +16,8 @@
  */
 
 import { openConntrack } from "../ffi/conntrack/client.ts";
-import type { ConntrackClient, IpFamily } from "../ffi/conntrack/types.ts";
+import type { ConntrackClient } from "../ffi/conntrack/types.ts";
+import type { IpFamily } from "../net/family.ts";
 import type { ProxyState, StaleReport } from "../proxier/model.ts";
 import { type CleanupResult, cleanupStale } from "./cleanup.ts";
 import {

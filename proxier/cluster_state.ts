@@ -29,15 +29,10 @@
  * @module
  */
 
-import { canonicalCIDR, formatIP, parseIP } from "./ip.ts";
-import type {
-  EndpointInfo,
-  IpFamily,
-  NodeInfo,
-  ProxyState,
-  ServicePortInfo,
-  StaleReport,
-} from "./model.ts";
+import { canonicalCIDR } from "../net/cidr.ts";
+import { formatIP, parseIP } from "../net/ip.ts";
+import type { EndpointInfo, NodeInfo, ProxyState, ServicePortInfo, StaleReport } from "./model.ts";
+import type { IpFamily } from "../net/family.ts";
 import {
   consoleLog,
   type EndpointSlice,

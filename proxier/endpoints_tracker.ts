@@ -8,8 +8,9 @@
  * @module
  */
 
-import { canonicalText, type ParsedIP, parseIP } from "./ip.ts";
-import type { EndpointInfo, IpFamily, Protocol } from "./model.ts";
+import { canonicalText, type ParsedIP, parseIP } from "../net/ip.ts";
+import type { EndpointInfo, Protocol } from "./model.ts";
+import type { IpFamily } from "../net/family.ts";
 import {
   consoleLog,
   type EndpointSlice,

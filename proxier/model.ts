@@ -6,8 +6,7 @@
  * @module
  */
 
-/** IP family. */
-export type IpFamily = 4 | 6;
+import type { IpFamily } from "../net/family.ts";
 
 /** L4 protocols a Service port may use. */
 export type Protocol = "TCP" | "UDP" | "SCTP";

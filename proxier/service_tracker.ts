@@ -7,8 +7,10 @@
  * @module
  */
 
-import { canonicalCIDR, formatIP, parseIP } from "./ip.ts";
-import type { IpFamily, Protocol, ServicePortInfo } from "./model.ts";
+import { canonicalCIDR } from "../net/cidr.ts";
+import { formatIP, parseIP } from "../net/ip.ts";
+import type { Protocol, ServicePortInfo } from "./model.ts";
+import type { IpFamily } from "../net/family.ts";
 import {
   consoleLog,
   LABEL_SERVICE_PROXY_NAME,

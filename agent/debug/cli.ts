@@ -10,7 +10,7 @@
 import { openNftables } from "../../ffi/nftables/client.ts";
 import type { NftablesClient } from "../../ffi/nftables/types.ts";
 import { setLibraryDir } from "../../ffi/libpath.ts";
-import { parseIP } from "../../proxier/ip.ts";
+import { parseIP } from "../../net/ip.ts";
 import { TABLE } from "../../proxier/nftables/names.ts";
 import { explain, type ExplainEnv } from "../../proxier/nftables/trace/explain.ts";
 import {

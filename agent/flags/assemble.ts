@@ -11,7 +11,8 @@ import { type AgentConfig, type BindCIDRs, type Settings, UsageError } from "./t
 import { parseFlags } from "./command_line.ts";
 import { parseConfigText } from "./config_file.ts";
 import { V1ALPHA2 } from "./config_fields.ts";
-import { formatGoDuration, isIPv6, normalizeHostPort } from "./values.ts";
+import { isIPv6 } from "../../net/ip.ts";
+import { formatGoDuration, normalizeHostPort } from "./values.ts";
 
 /** v1alpha2's defaults for the address lists (upstream's SetDefaults_KubeProxyConfiguration). */
 const V1ALPHA2_HEALTHZ: BindCIDRs = { cidrs: ["0.0.0.0/0", "::/0"], port: 10256 };

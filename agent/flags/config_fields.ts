@@ -10,11 +10,11 @@
 import type { Settings } from "./types.ts";
 import {
   checkNodePortAddresses,
+  cidr,
   cidrList,
   detectMode,
   hostPortValidator,
   ipAddress,
-  isCIDR,
   loggingFormat,
   nonNegativeDuration,
   positiveDuration,
@@ -56,13 +56,11 @@ const INT32: [number, number] = [0, 2 ** 31 - 1];
 const PORT: [number, number] = [0, 65535];
 
 function ipList(v: string[]): string[] {
-  for (const ip of v) ipAddress(ip);
-  return v;
+  return v.map(ipAddress);
 }
 
 function cidrs(v: string[]): string[] {
-  for (const c of v) if (!isCIDR(c)) throw new Error(`"${c}" is not a CIDR`);
-  return v;
+  return v.map(cidr);
 }
 
 /** Fields both versions read in the same place. */

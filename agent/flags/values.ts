@@ -1,9 +1,11 @@
 /**
- * Value parsers shared by the command line and the config file: Go durations, IPs, CIDRs,
- * host:port, and the per-setting converters (each throws a plain Error saying what is wrong).
+ * Value parsers shared by the command line and the config file: IPs, CIDRs and host:port
+ * (over net/), and the per-setting converters (each throws a plain Error saying what is wrong).
  *
  * @module
  */
+import { isCIDR } from "../../net/cidr.ts";
+import { canonicalText, isIPv4, isIPv6, parseIP } from "../../net/ip.ts";
 import type { DetectLocalMode, LoggingFormat } from "./types.ts";
 
 const DURATION_UNITS: Record<string, number> = {
@@ -49,44 +51,14 @@ export function formatGoDuration(ms: number): string {
   return sign + (h ? `${h}h${m}m${sec}s` : m ? `${m}m${sec}s` : `${sec}s`);
 }
 
-/** True if `s` is a literal IPv4 address. */
-export function isIPv4(s: string): boolean {
-  const parts = s.split(".");
-  return parts.length === 4 &&
-    parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255 && !(p.length > 1 && p[0] === "0"));
-}
-
-/** True if `s` is a literal IPv6 address (no zone). */
-export function isIPv6(s: string): boolean {
-  if (!s.includes(":") || !/^[0-9a-fA-F:.]+$/.test(s)) return false;
-  let head = s;
-  let extra = 0;
-  const lastColon = s.lastIndexOf(":");
-  const tail = s.slice(lastColon + 1);
-  if (tail.includes(".")) {
-    if (!isIPv4(tail)) return false;
-    head = s.slice(0, lastColon + 1) + "0"; // stand-in group for the 2 IPv4 groups
-    extra = 1;
-  }
-  const dbl = head.split("::");
-  if (dbl.length > 2) return false;
-  const groups = (x: string) => (x === "" ? [] : x.split(":"));
-  const all = dbl.flatMap(groups);
-  if (!all.every((g) => /^[0-9a-fA-F]{1,4}$/.test(g))) return false;
-  const n = all.length + extra;
-  return dbl.length === 2 ? n <= 7 : n === 8;
-}
-
-/** True if `s` is an IPv4 or IPv6 CIDR ("10.0.0.0/8", "fd00::/64"). */
-export function isCIDR(s: string): boolean {
-  const i = s.indexOf("/");
-  if (i < 0) return false;
-  const ip = s.slice(0, i);
-  const bits = s.slice(i + 1);
-  if (!/^\d{1,3}$/.test(bits)) return false;
-  if (isIPv4(ip)) return Number(bits) <= 32;
-  if (isIPv6(ip)) return Number(bits) <= 128;
-  return false;
+/**
+ * `s` with IPv4 leading zeros dropped ("010.0.0.1" -> "10.0.0.1"), other text unchanged.
+ * Upstream reads these settings with k8s.io/utils/net ParseIPSloppy and uses the parsed
+ * address, so "010" means decimal 10, not an error and not octal.
+ */
+function withoutLeadingZeros(s: string): string {
+  const ip = parseIP(s);
+  return ip?.family === 4 ? canonicalText(s, ip) : s;
 }
 
 /** Checks "host:port" / "[v6]:port" / bare IP (port then comes from `defaultPort`). */
@@ -106,6 +78,7 @@ export function normalizeHostPort(value: string, defaultPort: number): string {
     host = i < 0 ? value : value.slice(0, i);
     port = i < 0 ? undefined : value.slice(i + 1);
     if (!isIPv4(host)) throw new Error(`"${host}" is not an IP address`);
+    host = withoutLeadingZeros(host);
   }
   const p = port === undefined ? defaultPort : Number(port);
   if (port !== undefined && !/^\d+$/.test(port) || !Number.isInteger(p) || p < 0 || p > 65535) {
@@ -153,11 +126,16 @@ export function positiveDuration(v: string): number {
   return ms;
 }
 
+/** A CIDR (ParseCIDRSloppy, as upstream), its address without IPv4 leading zeros. */
+export function cidr(c: string): string {
+  if (!isCIDR(c)) throw new Error(`"${c}" is not a CIDR`);
+  const slash = c.indexOf("/");
+  return withoutLeadingZeros(c.slice(0, slash)) + c.slice(slash);
+}
+
 /** Comma-separated CIDRs. */
 export function cidrList(v: string): string[] {
-  const items = v.split(",").map((s) => s.trim()).filter((s) => s !== "");
-  for (const c of items) if (!isCIDR(c)) throw new Error(`"${c}" is not a CIDR`);
-  return items;
+  return v.split(",").map((s) => s.trim()).filter((s) => s !== "").map(cidr);
 }
 
 /** Comma-separated --nodeport-addresses: CIDRs, or "primary" alone. */
@@ -172,8 +150,10 @@ export function checkNodePortAddresses(items: string[]): string[] {
     if (items.length > 1) throw new Error(`"primary" cannot be combined with CIDRs`);
     return items;
   }
-  for (const c of items) if (!isCIDR(c)) throw new Error(`"${c}" is neither a CIDR nor "primary"`);
-  return items;
+  return items.map((c) => {
+    if (!isCIDR(c)) throw new Error(`"${c}" is neither a CIDR nor "primary"`);
+    return cidr(c);
+  });
 }
 
 /** One of {@link DETECT_MODES}. */
@@ -212,7 +192,7 @@ export function hostPortValidator(defaultPort: number) {
 /** A literal IPv4 or IPv6 address. */
 export function ipAddress(v: string): string {
   if (!isIPv4(v) && !isIPv6(v)) throw new Error(`"${v}" is not an IP address`);
-  return v;
+  return withoutLeadingZeros(v);
 }
 
 /** Any non-blank string. */

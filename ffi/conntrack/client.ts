@@ -8,6 +8,13 @@
  *
  * @module
  */
+import type { IpFamily } from "../../net/family.ts";
+import {
+  formatIPv4Number,
+  formatIPv6Bytes,
+  parseIPv4Number,
+  parseIPv6Bytes,
+} from "../../net/ip.ts";
 import {
   AF_INET,
   AF_INET6,
@@ -24,13 +31,7 @@ import {
   NFCT_Q_DUMP,
   NFCT_T_ALL,
 } from "./libconntrack.ts";
-import type {
-  ConntrackClient,
-  ConntrackEntry,
-  DeleteResult,
-  DumpResult,
-  IpFamily,
-} from "./types.ts";
+import type { ConntrackClient, ConntrackEntry, DeleteResult, DumpResult } from "./types.ts";
 import { emptyConntrackEntry } from "./types.ts";
 
 const EINTR = 4;
@@ -48,132 +49,27 @@ export function swap16(v: number): number {
   return LITTLE_ENDIAN ? ((v & 0xff) << 8) | ((v >>> 8) & 0xff) : v & 0xffff;
 }
 
+/** Reverses the byte order of a u32. */
+function bswap32(v: number): number {
+  return (((v & 0xff) << 24) | ((v & 0xff00) << 8) | ((v >>> 8) & 0xff00) | (v >>> 24)) >>> 0;
+}
+
 /**
  * Formats an IPv4 address held as a u32 in network byte order, as read by
  * `nfct_get_attr_u32` (the first octet is the lowest byte on little-endian hosts).
  */
 export function formatIpv4(v: number): string {
-  return LITTLE_ENDIAN
-    ? `${v & 0xff}.${(v >>> 8) & 0xff}.${(v >>> 16) & 0xff}.${v >>> 24}`
-    : `${v >>> 24}.${(v >>> 16) & 0xff}.${(v >>> 8) & 0xff}.${v & 0xff}`;
+  return formatIPv4Number(LITTLE_ENDIAN ? bswap32(v) : v >>> 0);
 }
 
 /**
  * Parses dotted-quad IPv4 text into the u32 network-order value that
  * `nfct_set_attr_u32` expects, or returns -1 when the text is not a plain
- * dotted quad (no leading zeros, each octet 0-255).
+ * dotted quad (strict: the entries come from our own canonical text).
  */
 export function parseIpv4(s: string): number {
-  let octets = 0;
-  let cur = -1;
-  let digits = 0;
-  let out = 0;
-  for (let i = 0; i <= s.length; i++) {
-    const c = i < s.length ? s.charCodeAt(i) : 46; // a virtual trailing '.'
-    if (c === 46) {
-      if (digits === 0 || octets === 4) return -1;
-      out = LITTLE_ENDIAN ? out | (cur << (8 * octets)) : (out << 8) | cur;
-      octets++;
-      cur = -1;
-      digits = 0;
-    } else if (c >= 48 && c <= 57) {
-      if (digits > 0 && cur === 0) return -1; // leading zero
-      cur = (cur < 0 ? 0 : cur) * 10 + (c - 48);
-      if (cur > 255) return -1;
-      digits++;
-    } else {
-      return -1;
-    }
-  }
-  return octets === 4 ? out >>> 0 : -1;
-}
-
-const groups = new Uint16Array(8);
-
-/**
- * Formats 16 bytes of an IPv6 address (from `off`) in RFC 5952 canonical
- * text: lowercase, no leading zeros, the longest run (>= 2) of zero groups
- * as `::`, and IPv4-mapped addresses as `::ffff:a.b.c.d`.
- */
-export function formatIpv6(b: Uint8Array, off = 0): string {
-  for (let i = 0; i < 8; i++) groups[i] = (b[off + 2 * i] << 8) | b[off + 2 * i + 1];
-  if (
-    groups[0] === 0 && groups[1] === 0 && groups[2] === 0 && groups[3] === 0 &&
-    groups[4] === 0 && groups[5] === 0xffff
-  ) {
-    return `::ffff:${b[off + 12]}.${b[off + 13]}.${b[off + 14]}.${b[off + 15]}`;
-  }
-  let bestAt = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8;) {
-    if (groups[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) {
-      bestAt = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  let s = "";
-  for (let i = 0; i < 8; i++) {
-    if (i === bestAt) {
-      s += "::";
-      i += bestLen - 1;
-      continue;
-    }
-    if (s !== "" && !s.endsWith(":")) s += ":";
-    s += groups[i].toString(16);
-  }
-  return s;
-}
-
-/**
- * Parses IPv6 text (with `::` and an optional trailing dotted quad) into 16
- * bytes at `out[off]`. Returns false when the text is not an IPv6 address
- * (zone suffixes such as `%eth0` are rejected too).
- */
-export function parseIpv6(s: string, out: Uint8Array, off = 0): boolean {
-  const dbl = s.indexOf("::");
-  if (dbl !== -1 && s.indexOf("::", dbl + 1) !== -1) return false;
-  const head = dbl === -1 ? s : s.slice(0, dbl);
-  const tail = dbl === -1 ? "" : s.slice(dbl + 2);
-  const words: number[] = [];
-  const parsePart = (part: string, isLast: boolean): number[] | undefined => {
-    if (part === "") return [];
-    const res: number[] = [];
-    const items = part.split(":");
-    for (let i = 0; i < items.length; i++) {
-      const it = items[i];
-      if (isLast && i === items.length - 1 && it.includes(".")) {
-        if (parseIpv4(it) < 0) return undefined;
-        const [a, b, c, d] = it.split(".").map(Number);
-        res.push((a << 8) | b, (c << 8) | d);
-        continue;
-      }
-      if (!/^[0-9a-fA-F]{1,4}$/.test(it)) return undefined;
-      res.push(parseInt(it, 16));
-    }
-    return res;
-  };
-  const h = parsePart(head, dbl === -1);
-  const t = parsePart(tail, true);
-  if (h === undefined || t === undefined) return false;
-  if (dbl === -1) {
-    if (h.length !== 8) return false;
-    words.push(...h);
-  } else {
-    if (h.length + t.length > 7) return false;
-    words.push(...h, ...new Array(8 - h.length - t.length).fill(0), ...t);
-  }
-  for (let i = 0; i < 8; i++) {
-    out[off + 2 * i] = words[i] >>> 8;
-    out[off + 2 * i + 1] = words[i] & 0xff;
-  }
-  return true;
+  const v = parseIPv4Number(s, 0, s.length, true);
+  return v < 0 || !LITTLE_ENDIAN ? v : bswap32(v);
 }
 
 // ---------------------------------------------------------------------------
@@ -520,7 +416,7 @@ export class FfiConntrackClient implements ConntrackClient {
     const p = this.libs.nfct.nfct_get_attr(ct, attr);
     if (p === null) return "::";
     Deno.UnsafePointerView.copyInto(p, this.addr6);
-    return formatIpv6(this.addr6);
+    return formatIPv6Bytes(this.addr6, 0, "mapped");
   }
 
   /** Deletes entries by original tuple (+ id); see {@link ConntrackClient.delete}. */
@@ -547,9 +443,9 @@ export class FfiConntrackClient implements ConntrackClient {
         v4[2 * i + 1] = d;
       } else if (problem === undefined) {
         v6 ??= new Uint8Array(entries.length * 32);
-        if (!parseIpv6(e.origSrc, v6, 32 * i)) {
+        if (!parseIPv6Bytes(e.origSrc, v6, 32 * i, true)) {
           problem = `origSrc ${JSON.stringify(e.origSrc)} is not an IPv6 address`;
-        } else if (!parseIpv6(e.origDst, v6, 32 * i + 16)) {
+        } else if (!parseIPv6Bytes(e.origDst, v6, 32 * i + 16, true)) {
           problem = `origDst ${JSON.stringify(e.origDst)} is not an IPv6 address`;
         }
       }

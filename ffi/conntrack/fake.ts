@@ -8,13 +8,8 @@
  * @module
  */
 
-import type {
-  ConntrackClient,
-  ConntrackEntry,
-  DeleteResult,
-  DumpResult,
-  IpFamily,
-} from "./types.ts";
+import { familyOfText, type IpFamily } from "../../net/family.ts";
+import type { ConntrackClient, ConntrackEntry, DeleteResult, DumpResult } from "./types.ts";
 import { emptyConntrackEntry, PROTO_UDP } from "./types.ts";
 
 /** Fields a test must give; the rest default (UDP, reply = reverse of original, ids assigned). */
@@ -51,7 +46,7 @@ export class FakeConntrack implements ConntrackClient {
    * Throws on a duplicate original tuple, as the kernel does (EEXIST).
    */
   add(input: FakeEntryInput): ConntrackEntry {
-    const family: IpFamily = input.family ?? (input.origDst.includes(":") ? 6 : 4);
+    const family: IpFamily = input.family ?? familyOfText(input.origDst);
     const e: ConntrackEntry = {
       family,
       proto: input.proto ?? PROTO_UDP,

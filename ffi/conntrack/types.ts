@@ -5,8 +5,7 @@
  * @module
  */
 
-/** IP family of a dump: 4 or 6. */
-export type IpFamily = 4 | 6;
+import type { IpFamily } from "../../net/family.ts";
 
 /** IP protocol numbers we care about. */
 export const PROTO_TCP = 6;

@@ -78,7 +78,7 @@ import { deleteTableOverNetlink, libnftablesHazard } from "./netlink/set_dump.ts
 import { dumpRuleCounts } from "./netlink/rule_dump.ts";
 import { lookupElement } from "./netlink/element_get.ts";
 import { errnoText } from "./netlink/socket.ts";
-import { canonicalIP } from "../../proxier/ip.ts";
+import { canonicalIP } from "../../net/ip.ts";
 
 const FAMILIES: readonly Family[] = ["ip", "ip6", "inet"];
 /** Output flags of every context: handles, numeric priorities (what the listing parser expects). */

@@ -38,6 +38,14 @@
  *
  * @module
  */
+import {
+  bigIntToBytes,
+  formatIPv4Number,
+  formatIPv6Bytes,
+  ipToBigInt,
+  parseIPv4Number,
+  parseIPv6Bytes,
+} from "../../net/ip.ts";
 import { renderOperation } from "./script.ts";
 import {
   type Chain,
@@ -125,69 +133,22 @@ const PROTO_NAMES: Record<number, string> = {
 };
 
 function parseIPv4(s: string): bigint | undefined {
-  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(s);
-  if (m === null) return undefined;
-  let v = 0n;
-  for (let i = 1; i <= 4; i++) {
-    const n = Number(m[i]);
-    if (n > 255) return undefined;
-    v = (v << 8n) | BigInt(n);
-  }
-  return v;
+  const v = parseIPv4Number(s);
+  return v < 0 ? undefined : BigInt(v);
 }
 
 function formatIPv4(v: bigint): string {
-  return [24n, 16n, 8n, 0n].map((sh) => String((v >> sh) & 255n)).join(".");
+  return formatIPv4Number(Number(v));
 }
 
 function parseIPv6(s: string): bigint | undefined {
-  if (!/^[0-9a-fA-F:.]+$/.test(s) || s.split("::").length > 2) return undefined;
-  let tail4: bigint | undefined;
-  let text = s;
-  const lastColon = s.lastIndexOf(":");
-  if (s.slice(lastColon + 1).includes(".")) {
-    tail4 = parseIPv4(s.slice(lastColon + 1));
-    if (tail4 === undefined) return undefined;
-    text = s.slice(0, lastColon + 1) + "0:0";
-  }
-  const [head, rest] = text.includes("::") ? text.split("::") : [text, undefined];
-  const hs = head === "" ? [] : head.split(":");
-  const ts = rest === undefined || rest === "" ? [] : rest.split(":");
-  const missing = 8 - hs.length - ts.length;
-  if (rest === undefined ? missing !== 0 : missing < 1) return undefined;
-  const groups = [...hs, ...Array(rest === undefined ? 0 : missing).fill("0"), ...ts];
-  let v = 0n;
-  for (const g of groups) {
-    if (!/^[0-9a-fA-F]{1,4}$/.test(g)) return undefined;
-    v = (v << 16n) | BigInt(parseInt(g, 16));
-  }
-  if (tail4 !== undefined) v = (v & ~0xffffffffn) | tail4;
-  return v;
+  const b = new Uint8Array(16);
+  return parseIPv6Bytes(s, b) ? ipToBigInt(b) : undefined;
 }
 
-/** RFC 5952 text, as inet_ntop writes it. */
+/** RFC 5952 text with glibc's IPv4 tails, as nft prints it (inet_ntop). */
 function formatIPv6(v: bigint): string {
-  const g: number[] = [];
-  for (let i = 7; i >= 0; i--) g.push(Number((v >> BigInt(i * 16)) & 0xffffn));
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8;) {
-    if (g[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && g[j] === 0) j++;
-    if (j - i > bestLen) [best, bestLen] = [i, j - i];
-    i = j;
-  }
-  // Like glibc: ::a.b.c.d and ::ffff:a.b.c.d keep the IPv4 tail.
-  if (best === 0 && (bestLen === 6 || (bestLen === 5 && g[5] === 0xffff))) {
-    const tail = formatIPv4(v & 0xffffffffn);
-    return bestLen === 6 ? `::${tail}` : `::ffff:${tail}`;
-  }
-  const hex = (a: number[]) => a.map((x) => x.toString(16)).join(":");
-  return best < 0 ? hex(g) : `${hex(g.slice(0, best))}::${hex(g.slice(best + bestLen))}`;
+  return formatIPv6Bytes(bigIntToBytes(v, 16), 0, "inet_ntop");
 }
 
 function addrType(name: string, bits: number, parse: typeof parseIPv4, fmt: typeof formatIPv4) {

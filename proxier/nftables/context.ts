@@ -7,8 +7,10 @@
  * @module
  */
 import { ZONE_LABEL } from "../categorize.ts";
-import { cidrContains, ipFamily, parseCIDR, parseIP } from "../ip.ts";
-import type { IpFamily, NodeInfo, ProxierConfig, ProxyState } from "../model.ts";
+import { cidrContains, parseCIDR } from "../../net/cidr.ts";
+import { ipFamily, parseIP } from "../../net/ip.ts";
+import type { NodeInfo, ProxierConfig, ProxyState } from "../model.ts";
+import type { IpFamily } from "../../net/family.ts";
 
 /**
  * Everything besides services and endpoints that shapes the rules. When it

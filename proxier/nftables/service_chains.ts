@@ -8,7 +8,8 @@
  * @module
  */
 import type { Set as NftSet } from "../../ffi/nftables/types.ts";
-import { cidrContains, parseCIDR, parseIP } from "../ip.ts";
+import { cidrContains, parseCIDR } from "../../net/cidr.ts";
+import { parseIP } from "../../net/ip.ts";
 import type { EndpointInfo, ServicePortInfo } from "../model.ts";
 import type { BuildContext } from "./context.ts";
 import { affinitySetName, N, type ServiceChainNames } from "./names.ts";

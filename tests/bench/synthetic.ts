@@ -8,11 +8,11 @@
  */
 import type {
   EndpointInfo,
-  IpFamily,
   ProxierConfig,
   ProxyState,
   ServicePortInfo,
 } from "../../proxier/model.ts";
+import type { IpFamily } from "../../net/family.ts";
 
 /** Shape of a synthetic cluster. */
 export interface SyntheticOptions {

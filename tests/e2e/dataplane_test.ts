@@ -16,11 +16,11 @@ import assert from "node:assert/strict";
 import { denoBin, e2eTest, link, type Netns, repoRoot, withNetns } from "../netns.ts";
 import type {
   EndpointInfo,
-  IpFamily,
   ProxierConfig,
   ProxyState,
   ServicePortInfo,
 } from "../../proxier/model.ts";
+import type { IpFamily } from "../../net/family.ts";
 import { endpoint, servicePort } from "../../proxier/model_testing.ts";
 import { parseTableListing } from "../../ffi/nftables/list_parser.ts";
 import { GOLDEN } from "../golden_clusters.ts";

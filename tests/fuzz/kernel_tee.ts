@@ -23,7 +23,7 @@ import {
   type TableState,
   Transaction,
 } from "../../ffi/nftables/types.ts";
-import type { IpFamily } from "../../proxier/model.ts";
+import type { IpFamily } from "../../net/family.ts";
 import { TABLE } from "../../proxier/nftables/names.ts";
 import { summarize } from "../contract/nftables_cases.ts";
 import type { FuzzOptions } from "./property.ts";

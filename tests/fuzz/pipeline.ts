@@ -19,7 +19,8 @@ import { FakeNftables } from "../../ffi/nftables/fake.ts";
 import type { NftablesClient } from "../../ffi/nftables/types.ts";
 import { ClusterState } from "../../proxier/cluster_state.ts";
 import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../../proxier/k8s_types.ts";
-import type { IpFamily, ProxierConfig } from "../../proxier/model.ts";
+import type { ProxierConfig } from "../../proxier/model.ts";
+import type { IpFamily } from "../../net/family.ts";
 import { TABLE } from "../../proxier/nftables/names.ts";
 import { Proxier, type SyncResult } from "../../proxier/nftables/proxier.ts";
 

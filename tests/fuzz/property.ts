@@ -13,7 +13,8 @@
  */
 import type { FakeNftables } from "../../ffi/nftables/fake.ts";
 import type { NftablesClient, TableState } from "../../ffi/nftables/types.ts";
-import type { IpFamily, ProxierConfig } from "../../proxier/model.ts";
+import type { ProxierConfig } from "../../proxier/model.ts";
+import type { IpFamily } from "../../net/family.ts";
 import { tableReader } from "../../proxier/nftables/trace/reader.ts";
 import { trace, type TraceResult } from "../../proxier/nftables/trace/tracer.ts";
 import { ClusterFuzzer, NET, rng, type World } from "./cluster_gen.ts";

@@ -11,11 +11,11 @@
  * register concatenation; comments go in the element's userdata as nft
  * writes them (TLV type 0, NUL-terminated).
  *
- * Pure: no FFI here (netlink_socket.ts sends the bytes).
+ * Pure: no FFI here (socket.ts sends the bytes).
  *
  * @module
  */
-import { parseIP } from "../../../proxier/ip.ts";
+import { parseIP, parseIPv4Number } from "../../../net/ip.ts";
 import type { Element, Map as NftMap, Operation, Set as NftSet } from "../types.ts";
 
 /** One field of a key or value. */
@@ -82,22 +82,12 @@ const PROTO: Record<string, number> = { tcp: 6, udp: 17, sctp: 132, icmp: 1, "ip
 
 const pad4 = (n: number) => (n + 3) & ~3;
 
-/** Parses a dotted IPv4 address from text[from, to) into out at off; false when it is not one. */
+/** Writes the IPv4 address in text[from, to) into out at off; false when it is not one. */
 function putIPv4(text: string, from: number, to: number, out: DataView, off: number): boolean {
-  let octet = 0, digits = 0, n = 0;
-  for (let i = from; i <= to; i++) {
-    const c = i === to ? 46 : text.charCodeAt(i);
-    if (c === 46) {
-      if (digits === 0 || octet > 255 || n > 3) return false;
-      out.setUint8(off + n++, octet);
-      octet = 0;
-      digits = 0;
-    } else if (c >= 48 && c <= 57 && digits < 3) {
-      octet = octet * 10 + (c - 48);
-      digits++;
-    } else return false;
-  }
-  return n === 4;
+  const v = parseIPv4Number(text, from, to);
+  if (v < 0) return false;
+  out.setUint32(off, v); // big-endian: network order
+  return true;
 }
 
 /** A decimal or 0x-hex number in text[from, to), or -1. */

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { canonicalIP } from "../../../proxier/ip.ts";
+import { canonicalIP } from "../../../net/ip.ts";
 import type { Element } from "../types.ts";
 import { encodeValue, type Field, type SetLayout } from "./codec.ts";
 import { netfilterDump } from "./socket.ts";

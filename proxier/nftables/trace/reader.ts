@@ -14,7 +14,7 @@ import type {
   Rule,
   TableState,
 } from "../../../ffi/nftables/types.ts";
-import { canonicalIP } from "../../ip.ts";
+import { canonicalIP } from "../../../net/ip.ts";
 
 /** What the tracer reads. Nothing here changes the ruleset. */
 export interface RulesetReader {

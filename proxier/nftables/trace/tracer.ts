@@ -14,7 +14,8 @@
  * @module
  */
 import type { Chain, Element, Hook, Rule } from "../../../ffi/nftables/types.ts";
-import { canonicalIP, cidrContains, parseCIDR, parseIP } from "../../ip.ts";
+import { cidrContains, parseCIDR } from "../../../net/cidr.ts";
+import { canonicalIP, parseIP } from "../../../net/ip.ts";
 import type { RulesetReader } from "./reader.ts";
 
 /** The first packet of a connection. */
