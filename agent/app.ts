@@ -27,7 +27,8 @@ import { ProxierHealthServer, ServiceHealthServers } from "./health.ts";
 import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
 import { tuneMalloc } from "../ffi/malloc_trim.ts";
 import { type ProxyInformers, startProxyInformers } from "./informers.ts";
-import { type Family, SyncEngine } from "./engine.ts";
+import { SyncEngine } from "./engine.ts";
+import { familyOfText, IP_FAMILIES, type IpFamily, nftFamily } from "../net/family.ts";
 import { setLibraryDir } from "../ffi/libpath.ts";
 import { openNftables } from "../ffi/nftables/client.ts";
 import { DryRunNftables } from "../ffi/nftables/dry_run.ts";
@@ -44,8 +45,6 @@ import * as libcFiles from "../ffi/libc_files.ts";
 
 /** How long to wait for this node's Node object before picking IP families without it. */
 const NODE_WAIT_MS = 30_000;
-
-const FAMILY_NAME: Record<Family, "ip" | "ip6"> = { 4: "ip", 6: "ip6" };
 
 /** Maps the agent's flags to the rule builder's settings. */
 export function proxierConfig(cfg: AgentConfig): ProxierConfig {
@@ -75,24 +74,24 @@ export function proxierConfig(cfg: AgentConfig): ProxierConfig {
   };
 }
 
-function openClient(f: Family, dryRun: boolean): NftablesClient {
-  return dryRun ? new DryRunNftables(FAMILY_NAME[f], TABLE) : openNftables(FAMILY_NAME[f], TABLE);
+function openClient(f: IpFamily, dryRun: boolean): NftablesClient {
+  return dryRun ? new DryRunNftables(nftFamily(f), TABLE) : openNftables(nftFamily(f), TABLE);
 }
 
 /** `--cleanup`: deletes our tables (missing ones are fine). */
 async function cleanup(log: Logger): Promise<number> {
   let failed = false;
-  for (const f of [4, 6] as Family[]) {
-    const client = openNftables(FAMILY_NAME[f], TABLE);
+  for (const f of IP_FAMILIES) {
+    const client = openNftables(nftFamily(f), TABLE);
     try {
       await client.run(new Transaction().delete({ kind: "table" }));
-      log.info("Deleted table", { table: `${FAMILY_NAME[f]} ${TABLE}` });
+      log.info("Deleted table", { table: `${nftFamily(f)} ${TABLE}` });
     } catch (err) {
       if (err instanceof NftablesError && err.notFound) {
-        log.info("No table to delete", { table: `${FAMILY_NAME[f]} ${TABLE}` });
+        log.info("No table to delete", { table: `${nftFamily(f)} ${TABLE}` });
       } else {
         failed = true;
-        log.error("Cannot delete table", err, { table: `${FAMILY_NAME[f]} ${TABLE}` });
+        log.error("Cannot delete table", err, { table: `${nftFamily(f)} ${TABLE}` });
       }
     } finally {
       client.close();
@@ -105,18 +104,18 @@ async function cleanup(log: Logger): Promise<number> {
 export function nodeFamilies(
   node: V1Node | undefined,
   nodeIPOverride: string | string[],
-): Family[] {
-  const fams = new Set<Family>();
+): IpFamily[] {
+  const fams = new Set<IpFamily>();
   const addrs = node?.status?.addresses ?? [];
   for (const type of ["InternalIP", "ExternalIP"]) {
     const ips = addrs.filter((a) => a.type === type && a.address).map((a) => a.address!);
-    for (const ip of ips) fams.add(ip.includes(":") ? 6 : 4);
+    for (const ip of ips) fams.add(familyOfText(ip));
     if (ips.length > 0) break;
   }
   for (const ip of typeof nodeIPOverride === "string" ? [nodeIPOverride] : nodeIPOverride) {
-    if (ip && ip !== "0.0.0.0" && ip !== "::") fams.add(ip.includes(":") ? 6 : 4);
+    if (ip && ip !== "0.0.0.0" && ip !== "::") fams.add(familyOfText(ip));
   }
-  return ([4, 6] as Family[]).filter((f) => fams.has(f));
+  return IP_FAMILIES.filter((f) => fams.has(f));
 }
 
 /** Test hooks of {@link runAgent}. */
@@ -449,7 +448,7 @@ async function serve(
 
   const pcfg = proxierConfig(cfg);
   const clients: NftablesClient[] = [];
-  const proxiers: Partial<Record<Family, Proxier>> = {};
+  const proxiers: Partial<Record<IpFamily, Proxier>> = {};
   let adopted = false;
   for (const f of families) {
     const client = openClient(f, cfg.dryRun);

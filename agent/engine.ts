@@ -18,7 +18,8 @@ import { BoundedFrequencyRunner } from "../proxier/runner.ts";
 import { type CleanupResult, cleanupStale } from "../conntrack/cleanup.ts";
 import type { ReconcileResult } from "../conntrack/reconciler.ts";
 import type { Logger } from "./log.ts";
-import type { IPFamilyLabel, ProxyMetrics } from "./metrics.ts";
+import { familyLabel, IP_FAMILIES, type IpFamily } from "../net/family.ts";
+import type { ProxyMetrics } from "./metrics.ts";
 import type {
   HealthNode,
   ProxierHealthServer,
@@ -26,17 +27,14 @@ import type {
   ServiceHealthServers,
 } from "./health.ts";
 
-/** IP family number. */
-export type Family = 4 | 6;
-
 /** Runs a reconcile of one family (the ReconcileWorker in production, in-thread in tests). */
-export type ReconcileFn = (family: Family, state: ProxyState) => Promise<ReconcileResult>;
+export type ReconcileFn = (family: IpFamily, state: ProxyState) => Promise<ReconcileResult>;
 
 /** Settings and collaborators of a {@link SyncEngine}. */
 export interface EngineOptions {
   state: ClusterState;
   /** One proxier per IP family this node runs. */
-  proxiers: Partial<Record<Family, Proxier>>;
+  proxiers: Partial<Record<IpFamily, Proxier>>;
   minSyncPeriodMs: number;
   syncPeriodMs: number;
   log: Logger;
@@ -47,7 +45,7 @@ export interface EngineOptions {
    * Post-sync stale UDP cleanup off the main thread (the ReconcileWorker's
    * `cleanup`). Takes precedence over `conntrack`.
    */
-  cleanup?: (family: Family, report: StaleReport) => Promise<CleanupResult>;
+  cleanup?: (family: IpFamily, report: StaleReport) => Promise<CleanupResult>;
   /** Opens a conntrack client for post-sync cleanup on this thread (tests); omit both to skip. */
   conntrack?: () => ConntrackClient;
   /** Periodic conntrack reconcile; omit to disable. */
@@ -59,10 +57,8 @@ export interface EngineOptions {
    */
   adopted?: boolean;
   /** Called after each completed sync with its number and the results of the families it synced. */
-  onSync?: (n: number, results: Partial<Record<Family, SyncResult>>) => void;
+  onSync?: (n: number, results: Partial<Record<IpFamily, SyncResult>>) => void;
 }
-
-const LABEL: Record<Family, IPFamilyLabel> = { 4: "IPv4", 6: "IPv6" };
 
 function emptyStale(r: StaleReport): boolean {
   return r.servicesWithNewEndpoints.length === 0 && r.deletedEndpoints.length === 0;
@@ -72,29 +68,29 @@ function emptyStale(r: StaleReport): boolean {
 export class SyncEngine {
   readonly #o: EngineOptions;
   readonly #runner: BoundedFrequencyRunner;
-  readonly #families: Family[];
+  readonly #families: IpFamily[];
   #conntrack: ConntrackClient | undefined;
   #reconcileTimer: ReturnType<typeof setInterval> | undefined;
   #reconciling = false;
-  #firstSync = new Set<Family>();
+  #firstSync = new Set<IpFamily>();
   #stopped = false;
   /** When the whole ruleset was last compared with the kernel (the first sync does it). */
   #lastCheckAt = Date.now();
   /** Completed syncs (for tests and logs). */
   syncs = 0;
   /** The last sync's per-family results. */
-  lastResults: Partial<Record<Family, SyncResult>> = {};
+  lastResults: Partial<Record<IpFamily, SyncResult>> = {};
 
   constructor(opts: EngineOptions) {
     this.#o = opts;
-    this.#families = ([4, 6] as Family[]).filter((f) => opts.proxiers[f] !== undefined);
+    this.#families = IP_FAMILIES.filter((f) => opts.proxiers[f] !== undefined);
     for (const f of this.#families) this.#firstSync.add(f);
     this.#runner = new BoundedFrequencyRunner(() => this.#syncOnce(), {
       minInterval: opts.minSyncPeriodMs,
       maxInterval: opts.syncPeriodMs,
       onError: (err, n) => {
         for (const f of this.#families) {
-          opts.metrics?.nftablesSyncFailuresTotal.inc({ ip_family: LABEL[f] });
+          opts.metrics?.nftablesSyncFailuresTotal.inc({ ip_family: familyLabel(f) });
         }
         opts.log.error("Sync failed; retrying with a full sync", err, { consecutiveFailures: n });
       },
@@ -102,7 +98,7 @@ export class SyncEngine {
   }
 
   /** IP families this engine programs. */
-  get families(): readonly Family[] {
+  get families(): readonly IpFamily[] {
     return this.#families;
   }
 
@@ -166,7 +162,7 @@ export class SyncEngine {
     const now = Date.now() / 1000;
     for (const f of this.#families) {
       this.#o.health?.queued(f);
-      this.#o.metrics?.syncProxyRulesLastQueuedTimestamp.set({ ip_family: LABEL[f] }, now);
+      this.#o.metrics?.syncProxyRulesLastQueuedTimestamp.set({ ip_family: familyLabel(f) }, now);
     }
     this.#o.metrics?.serviceChangesPending.set(this.#o.state.pendingServiceChanges);
     this.#o.metrics?.endpointChangesPending.set(this.#o.state.pendingEndpointChanges);
@@ -204,7 +200,7 @@ export class SyncEngine {
     }
     let failure: unknown;
     let followUp: number | undefined;
-    const results: Partial<Record<Family, SyncResult>> = {};
+    const results: Partial<Record<IpFamily, SyncResult>> = {};
     for (const f of this.#families) {
       const fam = input.families[f];
       let res: SyncResult | null;
@@ -229,7 +225,7 @@ export class SyncEngine {
       }
       this.lastResults[f] = res;
       results[f] = res;
-      const l = { ip_family: LABEL[f] };
+      const l = { ip_family: familyLabel(f) };
       // Only what the kernel had unlike the written state is a repair: stale chains deleted or
       // changes applied by the same sync are not.
       if (verifying && res.full && (res.drift?.count ?? 0) > 0) {
@@ -237,7 +233,7 @@ export class SyncEngine {
         log.warn(
           "Rules differed from what this agent wrote (another program changed them); restored",
           {
-            ipFamily: LABEL[f],
+            ipFamily: familyLabel(f),
             differences: res.drift!.count,
             found: res.drift!.examples.join("; "),
             operations: res.ops,
@@ -258,7 +254,7 @@ export class SyncEngine {
         followUp = Math.min(followUp ?? Infinity, res.followUpMs);
       }
       log.v(2)?.info("SyncProxyRules complete", {
-        ipFamily: LABEL[f],
+        ipFamily: familyLabel(f),
         full: res.full,
         services: fam.state.services.size,
         changed: fam.changed.size,
@@ -286,7 +282,7 @@ export class SyncEngine {
   }
 
   /** Stale UDP flows go only after the rules that replace them are committed. */
-  async #cleanupConntrack(f: Family, report: StaleReport): Promise<void> {
+  async #cleanupConntrack(f: IpFamily, report: StaleReport): Promise<void> {
     const { cleanup, conntrack, log } = this.#o;
     if (!cleanup && !conntrack) return;
     if (this.#firstSync.has(f) && this.#o.adopted) {
@@ -305,7 +301,7 @@ export class SyncEngine {
       }
       if (res.deleted > 0 || res.errors > 0) {
         log.v(2)?.info("Deleted stale UDP conntrack entries", {
-          ipFamily: LABEL[f],
+          ipFamily: familyLabel(f),
           deleted: res.deleted,
           errors: res.errors,
         });
@@ -314,7 +310,9 @@ export class SyncEngine {
       this.#conntrack?.close();
       this.#conntrack = undefined;
       if (this.#stopped) return;
-      log.error("Conntrack cleanup failed; the reconciler will retry", err, { ipFamily: LABEL[f] });
+      log.error("Conntrack cleanup failed; the reconciler will retry", err, {
+        ipFamily: familyLabel(f),
+      });
     }
   }
 
@@ -329,11 +327,11 @@ export class SyncEngine {
         if (programmed === undefined) continue;
         try {
           const r = await rc.fn(f, programmed);
-          const l = { ip_family: LABEL[f] };
+          const l = { ip_family: familyLabel(f) };
           this.#o.metrics?.conntrackReconcilerSyncDuration.observe(l, r.seconds);
           this.#o.metrics?.conntrackReconcilerDeletedEntriesTotal.inc(l, r.deleted);
           this.#o.log.v(4)?.info("Conntrack reconcile done", {
-            ipFamily: LABEL[f],
+            ipFamily: familyLabel(f),
             scanned: r.scanned,
             stale: r.stale,
             deleted: r.deleted,
@@ -343,7 +341,7 @@ export class SyncEngine {
         } catch (err) {
           // At shutdown the worker closes under a running reconcile: not an error.
           if (!this.#stopped) {
-            this.#o.log.error("Conntrack reconcile failed", err, { ipFamily: LABEL[f] });
+            this.#o.log.error("Conntrack reconcile failed", err, { ipFamily: familyLabel(f) });
           }
         }
       }
@@ -352,7 +350,7 @@ export class SyncEngine {
     }
   }
 
-  #noLocalEndpointsMetric(f: Family, s: ProxyState): void {
+  #noLocalEndpointsMetric(f: IpFamily, s: ProxyState): void {
     const m = this.#o.metrics?.noLocalEndpointsTotal;
     if (!m) return;
     let internal = 0;
@@ -364,12 +362,12 @@ export class SyncEngine {
       if (svc.internalPolicyLocal) internal++;
       if (svc.externalPolicyLocal) external++;
     }
-    m.set({ ip_family: LABEL[f], traffic_policy: "internal" }, internal);
-    m.set({ ip_family: LABEL[f], traffic_policy: "external" }, external);
+    m.set({ ip_family: familyLabel(f), traffic_policy: "internal" }, internal);
+    m.set({ ip_family: familyLabel(f), traffic_policy: "external" }, external);
   }
 
   /** HealthCheckNodePort servers follow eTP=Local services and their local endpoints. */
-  #syncServiceHealth(families: Record<Family, { state: ProxyState }>): void {
+  #syncServiceHealth(families: Record<IpFamily, { state: ProxyState }>): void {
     const sh = this.#o.serviceHealth;
     if (!sh) return;
     const ports = new Map<number, ServiceHealthEntry>();

@@ -18,7 +18,8 @@
  * @module
  */
 import type { Logger } from "./log.ts";
-import type { IPFamilyLabel, ProxyMetrics } from "./metrics.ts";
+import { familyLabel, type IpFamily, type IpFamilyLabel, toIpFamily } from "../net/family.ts";
+import type { ProxyMetrics } from "./metrics.ts";
 import { splitHostPort } from "./flags.ts";
 
 /** Taint the cluster autoscaler puts on nodes it is about to delete. */
@@ -48,16 +49,9 @@ export interface ProxyHealth {
   /** Only on /healthz. */
   nodeEligible?: boolean;
   healthy: boolean;
-  status?: Partial<Record<IPFamilyLabel, ProxierHealth>>;
+  status?: Partial<Record<IpFamilyLabel, ProxierHealth>>;
   /** Our extension: resources whose watch has been down longer than the health timeout. */
   watchesDown?: string[];
-}
-
-/** Accepted spellings of an IP family. */
-export type FamilyArg = IPFamilyLabel | 4 | 6;
-
-function label(f: FamilyArg): IPFamilyLabel {
-  return f === 4 || f === "IPv4" ? "IPv4" : "IPv6";
 }
 
 /** Options for {@link ProxierHealthServer}. */
@@ -86,8 +80,8 @@ export class ProxierHealthServer {
   readonly #metrics?: ProxierHealthOptions["metrics"];
   readonly #now: () => number;
   readonly #log?: Logger;
-  readonly #lastUpdated = new Map<IPFamilyLabel, number>();
-  readonly #oldestQueued = new Map<IPFamilyLabel, number>();
+  readonly #lastUpdated = new Map<IpFamilyLabel, number>();
+  readonly #oldestQueued = new Map<IpFamilyLabel, number>();
   readonly #watchDownSince = new Map<string, number>();
   #node: HealthNode | undefined;
   #servers: Deno.HttpServer<Deno.NetAddr>[] = [];
@@ -104,14 +98,14 @@ export class ProxierHealthServer {
   }
 
   /** A change needing a sync was received for `family` (keeps the oldest pending time). */
-  queued(family: FamilyArg = "IPv4"): void {
-    const f = label(family);
+  queued(family: IpFamily | IpFamilyLabel = 4): void {
+    const f = familyLabel(toIpFamily(family));
     if (!this.#oldestQueued.has(f)) this.#oldestQueued.set(f, this.#now());
   }
 
   /** A sync for `family` committed: it is current and healthy. */
-  updated(family: FamilyArg = "IPv4"): void {
-    const f = label(family);
+  updated(family: IpFamily | IpFamilyLabel = 4): void {
+    const f = familyLabel(toIpFamily(family));
     this.#oldestQueued.delete(f);
     this.#lastUpdated.set(f, this.#now());
   }
@@ -139,7 +133,7 @@ export class ProxierHealthServer {
     const now = this.#now();
     let last = 0;
     let healthy = true;
-    const status: Partial<Record<IPFamilyLabel, ProxierHealth>> = {};
+    const status: Partial<Record<IpFamilyLabel, ProxierHealth>> = {};
     for (const [f, t] of this.#lastUpdated) {
       if (t > last) last = t;
       const queued = this.#oldestQueued.get(f);

@@ -8,9 +8,6 @@ import { splitHostPort } from "./flags.ts";
 import { createRestClientMetrics, type RestClientMetrics } from "./rest_metrics.ts";
 import { registerProcessMetrics } from "./process_metrics.ts";
 
-/** IP family label value, as upstream spells it (v1.IPFamily). */
-export type IPFamilyLabel = "IPv4" | "IPv6";
-
 /** `count` buckets starting at `start`, each `factor` times the previous one. */
 export function exponentialBuckets(start: number, factor: number, count: number): number[] {
   if (start <= 0 || factor <= 1 || count < 1) {

@@ -1,6 +1,6 @@
 /**
  * IP families: the one `4 | 6` type, its Kubernetes label ("IPv4"), and the nftables table
- * family that holds its rules ("ip", "ip6").
+ * family that holds its rules ("ip", "ip6"; the nftables `Family` type is ffi/nftables/types.ts's).
  *
  * @module
  */
@@ -10,9 +10,6 @@ export type IpFamily = 4 | 6;
 
 /** The Kubernetes spelling of a family (Service `ipFamilies`, EndpointSlice `addressType`, metrics). */
 export type IpFamilyLabel = "IPv4" | "IPv6";
-
-/** An nftables table family: one per IP family, or `inet` for both. */
-export type NftFamily = "ip" | "ip6" | "inet";
 
 /** Both families, IPv4 first. */
 export const IP_FAMILIES: readonly IpFamily[] = [4, 6];

@@ -32,7 +32,7 @@
 import { canonicalCIDR } from "../net/cidr.ts";
 import { formatIP, parseIP } from "../net/ip.ts";
 import type { EndpointInfo, NodeInfo, ProxyState, ServicePortInfo, StaleReport } from "./model.ts";
-import type { IpFamily } from "../net/family.ts";
+import { familyOfText, type IpFamily } from "../net/family.ts";
 import {
   consoleLog,
   type EndpointSlice,
@@ -150,7 +150,7 @@ export class ClusterState {
       if (!cidr) {
         throw new Error(`service CIDR ${JSON.stringify(c)} is not a CIDR (e.g. 198.18.0.0/16)`);
       }
-      const fam: IpFamily = cidr.includes(":") ? 6 : 4;
+      const fam = familyOfText(cidr);
       if (!this.#defaultCIDRs[fam].includes(cidr)) this.#defaultCIDRs[fam].push(cidr);
     }
     this.services = new ServiceTracker(this.#log);
@@ -363,7 +363,7 @@ export class ClusterState {
       const next: Record<IpFamily, string[]> = { 4: [], 6: [] };
       for (const list of this.#cidrObjects.values()) {
         for (const c of list) {
-          const f: IpFamily = c.includes(":") ? 6 : 4;
+          const f = familyOfText(c);
           if (!next[f].includes(c)) next[f].push(c);
         }
       }

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { familyOfText } from "../net/family.ts";
 import type { EndpointInfo, ServicePortInfo } from "./model.ts";
 
 /**
@@ -20,7 +21,7 @@ export function servicePort(id: string, o: Partial<ServicePortInfo> = {}): Servi
     name,
     portName,
     protocol: "TCP",
-    family: o.clusterIP?.includes(":") ? 6 : 4,
+    family: familyOfText(o.clusterIP ?? ""),
     clusterIP: "",
     port: 80,
     nodePort: 0,

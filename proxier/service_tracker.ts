@@ -10,7 +10,7 @@
 import { canonicalCIDR } from "../net/cidr.ts";
 import { formatIP, parseIP } from "../net/ip.ts";
 import type { Protocol, ServicePortInfo } from "./model.ts";
-import type { IpFamily } from "../net/family.ts";
+import { familyOfText, type IpFamily } from "../net/family.ts";
 import {
   consoleLog,
   LABEL_SERVICE_PROXY_NAME,
@@ -167,7 +167,7 @@ export function parseService(svc: V1Service, log: LogFn = consoleLog): ServicePo
       );
       continue;
     }
-    const fam: IpFamily = c.includes(":") ? 6 : 4;
+    const fam = familyOfText(c);
     if (!ranges[fam].includes(c)) ranges[fam].push(c);
   }
 

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { nftFamily } from "../net/family.ts";
 import { FakeNftables } from "../ffi/nftables/fake.ts";
 import { renderScript } from "../ffi/nftables/script.ts";
 import type {
@@ -33,7 +34,7 @@ export function fakeProxier(
   config: ProxierConfig,
   opts: Partial<ProxierOptions> = {},
 ): { fake: FakeNftables; proxier: Proxier } {
-  const fake = new FakeNftables(state.family === 4 ? "ip" : "ip6", TABLE);
+  const fake = new FakeNftables(nftFamily(state.family), TABLE);
   const proxier = new Proxier({ client: fake, config, trimMemory: false, ...opts });
   proxier.markSynced("services");
   proxier.markSynced("endpointSlices");
@@ -112,7 +113,7 @@ export class RecordingClient implements NftablesClient {
 
 /** The nft script a cold start of `state` sends (what `--dry-run` prints), through a real sync. */
 export async function coldStartScript(state: ProxyState, config: ProxierConfig): Promise<string> {
-  const fake = new FakeNftables(state.family === 4 ? "ip" : "ip6", TABLE);
+  const fake = new FakeNftables(nftFamily(state.family), TABLE);
   const rec = new RecordingClient(fake);
   const proxier = new Proxier({ client: rec, config, trimMemory: false });
   proxier.markSynced("services");

@@ -10,6 +10,7 @@
 import { openNftables } from "../../ffi/nftables/client.ts";
 import type { NftablesClient } from "../../ffi/nftables/types.ts";
 import { setLibraryDir } from "../../ffi/libpath.ts";
+import { familyOfText, nftFamily } from "../../net/family.ts";
 import { parseIP } from "../../net/ip.ts";
 import { TABLE } from "../../proxier/nftables/names.ts";
 import { explain, type ExplainEnv } from "../../proxier/nftables/trace/explain.ts";
@@ -174,7 +175,7 @@ export async function runDebug(argv: string[]): Promise<number> {
         : await clusterFromAPI({ kubeconfig: cfg.kubeconfig, master: cfg.master, nodeName });
       readers = new Map();
       for (const t of await programDryRun(cs, proxierConfig(cfg))) {
-        readers.set(t.family === 4 ? "ip" : "ip6", {
+        readers.set(nftFamily(t.family), {
           reader: tableReader(t.table),
           nodeIPs: t.node.ips,
         });
@@ -211,7 +212,7 @@ async function runTrace(
     throw new UsageError("trace needs --from and --to");
   }
   const ep = parseEndpoints(o.from, o.to);
-  const r = readers.get(ep.dst.includes(":") ? "ip6" : "ip")!;
+  const r = readers.get(nftFamily(familyOfText(ep.dst)))!;
   const from = o.source ?? (r.nodeIPs.includes(ep.src) ? "host" : o.iif ? "pod" : "offnode");
   const pkt: Packet = { ...ep, from, ...(o.iif ? { iif: o.iif } : {}) };
   const res = await trace(r.reader, pkt, { nodeIPs: r.nodeIPs });

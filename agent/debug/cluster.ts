@@ -12,7 +12,7 @@ import type { TableState } from "../../ffi/nftables/types.ts";
 import { ClusterState } from "../../proxier/cluster_state.ts";
 import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../../proxier/k8s_types.ts";
 import type { NodeInfo, ProxierConfig } from "../../proxier/model.ts";
-import type { IpFamily } from "../../net/family.ts";
+import { type IpFamily, nftFamily } from "../../net/family.ts";
 import { TABLE } from "../../proxier/nftables/names.ts";
 import { Proxier } from "../../proxier/nftables/proxier.ts";
 import { ApiFetch } from "../api_fetch.ts";
@@ -118,7 +118,7 @@ export async function programDryRun(
   const out: DryRunTable[] = [];
   for (const family of [4, 6] as IpFamily[]) {
     const fam = input.families[family];
-    const fake = new FakeNftables(family === 4 ? "ip" : "ip6", TABLE);
+    const fake = new FakeNftables(nftFamily(family), TABLE);
     const p = new Proxier({ client: fake, config, trimMemory: false, log: () => {} });
     p.markSynced("services");
     p.markSynced("endpointSlices");

@@ -10,7 +10,7 @@ import { ZONE_LABEL } from "../categorize.ts";
 import { cidrContains, parseCIDR } from "../../net/cidr.ts";
 import { ipFamily, parseIP } from "../../net/ip.ts";
 import type { NodeInfo, ProxierConfig, ProxyState } from "../model.ts";
-import type { IpFamily } from "../../net/family.ts";
+import { type IpFamily, nftFamily } from "../../net/family.ts";
 
 /**
  * Everything besides services and endpoints that shapes the rules. When it
@@ -57,7 +57,7 @@ export function buildContext(state: ProxyState, cfg: ProxierConfig): BuildContex
   if (!Number.isInteger(bit) || bit < 0 || bit > 31) {
     throw new Error(`masqueradeBit must be an integer 0-31, got ${bit}`);
   }
-  const ip = fam === 4 ? "ip" : "ip6";
+  const ip = nftFamily(fam);
   const warnings: string[] = [];
   const nodeIPs = state.node.ips.filter((a) => ipFamily(a) === fam);
   const podCIDRs = state.node.podCIDRs.filter((c) => parseCIDR(c)?.family === fam);

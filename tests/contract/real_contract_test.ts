@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { nftFamily } from "../../net/family.ts";
 import assert from "node:assert/strict";
 import { cases, summarize } from "./nftables_cases.ts";
 import { openNftables } from "../../ffi/nftables/client.ts";
@@ -163,7 +164,7 @@ for (const family of [4, 6] as const) {
       ignore: !inNetns,
       async fn() {
         const table = `knp-diff-${family}-${ci}`;
-        const real = openNftables(family === 4 ? "ip" : "ip6", table);
+        const real = openNftables(nftFamily(family), table);
         try {
           await dropTable(real);
           // A cold start, a full sync of a smaller cluster, partial syncs back to the big one.
@@ -272,7 +273,7 @@ for (const family of [4, 6] as const) {
       `differential (fake vs kernel): Proxier full, partial and stale-chain syncs, IPv${family}`,
     ignore: !inNetns,
     async fn() {
-      const fam = family === 4 ? "ip" : "ip6";
+      const fam = nftFamily(family);
       const tee = new TeeClient(openNftables(fam, `knp-diff-sync-${family}`));
       let clock = 0;
       const proxier = new Proxier({

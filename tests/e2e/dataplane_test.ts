@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { type IpFamily, nftFamily } from "../../net/family.ts";
 import assert from "node:assert/strict";
 import { denoBin, e2eTest, link, type Netns, repoRoot, withNetns } from "../netns.ts";
 import type {
@@ -20,7 +21,6 @@ import type {
   ProxyState,
   ServicePortInfo,
 } from "../../proxier/model.ts";
-import type { IpFamily } from "../../net/family.ts";
 import { endpoint, servicePort } from "../../proxier/model_testing.ts";
 import { parseTableListing } from "../../ffi/nftables/list_parser.ts";
 import { GOLDEN } from "../golden_clusters.ts";
@@ -352,7 +352,7 @@ function probePackets(st: ProxyState): Packet[] {
 e2eTest("dataplane: the kernel holds what the fake holds, traced packet by packet", async () => {
   await withNetns(1, async (ns) => {
     for (const [name, c] of Object.entries(GOLDEN)) {
-      const family = c.state.family === 4 ? "ip" : "ip6";
+      const family = nftFamily(c.state.family);
       // The golden file is the script a cold start sends; load it as nft would.
       const r = await ns.exec(["nft", "-f", `${repoRoot}/tests/golden/${name}.nft`], {
         check: false,

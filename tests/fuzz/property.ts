@@ -14,7 +14,7 @@
 import type { FakeNftables } from "../../ffi/nftables/fake.ts";
 import type { NftablesClient, TableState } from "../../ffi/nftables/types.ts";
 import type { ProxierConfig } from "../../proxier/model.ts";
-import type { IpFamily } from "../../net/family.ts";
+import { familyOfText, type IpFamily } from "../../net/family.ts";
 import { tableReader } from "../../proxier/nftables/trace/reader.ts";
 import { trace, type TraceResult } from "../../proxier/nftables/trace/tracer.ts";
 import { ClusterFuzzer, NET, rng, type World } from "./cluster_gen.ts";
@@ -58,7 +58,7 @@ export interface FuzzStats {
   seconds: number;
 }
 
-const fam = (ip: string): IpFamily => (ip.includes(":") ? 6 : 4);
+const fam = familyOfText;
 
 /** Runs one seed; throws on the first property violation, with the details to reproduce it. */
 export async function runFuzz(o: FuzzOptions): Promise<FuzzStats> {

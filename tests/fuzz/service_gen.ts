@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { familyLabel, type IpFamilyLabel, toIpFamily } from "../../net/family.ts";
 import type { Obj } from "./reference_model.ts";
 import type { World } from "./cluster_gen.ts";
 
@@ -49,7 +50,7 @@ const PORT_NUMBERS = [1, 65535, 53, 80, 443, 8080];
 
 /** The IP families of a Service, in its order (ipFamilies). */
 export function familiesOf(svc: Obj): (4 | 6)[] {
-  return (svc.spec.ipFamilies ?? []).map((f: string) => (f === "IPv6" ? 6 : 4));
+  return (svc.spec.ipFamilies ?? []).map((f: string) => toIpFamily(f as IpFamilyLabel));
 }
 
 function serviceName(g: Gen): string {
@@ -101,7 +102,7 @@ function families(g: Gen): { policy: string; fams: (4 | 6)[] } {
   return { policy, fams: x < 0.8 ? [4, 6] : [6, 4] };
 }
 
-const famName = (f: 4 | 6) => (f === 4 ? "IPv4" : "IPv6");
+const famName = familyLabel;
 
 /** A new Service of a random type, with its noise fields. */
 export function newService(g: Gen): Obj {

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { familyLabel } from "../../net/family.ts";
 import type { Obj } from "./reference_model.ts";
 import { NET } from "./net.ts";
 import { familiesOf, type Gen, PROXY_NAME } from "./service_gen.ts";
@@ -76,7 +77,7 @@ function dedupe(l: Obj[]): Obj[] {
 function usedIPs(g: Gen, svc: Obj, fam: 4 | 6): Set<string> {
   const out = new Set<string>();
   for (const s of g.slicesOf(svc)) {
-    if (s.addressType !== (fam === 4 ? "IPv4" : "IPv6")) continue;
+    if (s.addressType !== familyLabel(fam)) continue;
     for (const e of s.endpoints ?? []) out.add(e.addresses[0]);
   }
   return out;
@@ -155,7 +156,7 @@ function newSlice(g: Gen, svc: Obj, fam: 4 | 6, count: number): Obj {
       ownerReferences: [{ kind: "Service", name: svc.metadata.name }],
       managedFields: [{ manager: "kube-controller-manager", operation: "Update" }],
     },
-    addressType: fam === 4 ? "IPv4" : "IPv6",
+    addressType: familyLabel(fam),
     endpoints,
     ports: slicePorts(g, svc),
   };
@@ -224,7 +225,7 @@ export function syncSlicePorts(g: Gen, svc: Obj): void {
     g.put("EndpointSlice", s);
   }
   for (const fam of fams) {
-    if (!g.slicesOf(svc).some((s) => s.addressType === (fam === 4 ? "IPv4" : "IPv6"))) {
+    if (!g.slicesOf(svc).some((s) => s.addressType === familyLabel(fam))) {
       g.put("EndpointSlice", newSlice(g, svc, fam, g.int(0, 3)));
     }
   }

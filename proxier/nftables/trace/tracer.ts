@@ -15,6 +15,7 @@
  */
 import type { Chain, Element, Hook, Rule } from "../../../ffi/nftables/types.ts";
 import { cidrContains, parseCIDR } from "../../../net/cidr.ts";
+import { nftFamily } from "../../../net/family.ts";
 import { canonicalIP, parseIP } from "../../../net/ip.ts";
 import type { RulesetReader } from "./reader.ts";
 
@@ -515,7 +516,7 @@ class Tracer {
   ): [string, number] {
     const w = t[i];
     if ((w === "ip" || w === "ip6") && (t[i + 1] === "saddr" || t[i + 1] === "daddr")) {
-      const fam = parseIP(pkt.daddr)?.family === 6 ? "ip6" : "ip";
+      const fam = nftFamily(parseIP(pkt.daddr)?.family ?? 4);
       if (fam !== w) fail(`${w} selector on an ${fam} packet`);
       return [t[i + 1] === "saddr" ? pkt.saddr : pkt.daddr, i + 2];
     }
