@@ -8,7 +8,8 @@
  *
  * @module
  */
-import { type AgentConfig, formatGoDuration } from "./flags.ts";
+import { formatGoDuration } from "../net/duration.ts";
+import type { AgentConfig } from "./flags.ts";
 
 const d = formatGoDuration;
 

@@ -14,12 +14,7 @@ export type {
   LoggingFormat,
 } from "./flags/types.ts";
 export { UsageError } from "./flags/types.ts";
-export {
-  formatGoDuration,
-  normalizeHostPort,
-  parseGoDuration,
-  splitHostPort,
-} from "./flags/values.ts";
+export { normalizeHostPort, splitHostPort } from "./flags/values.ts";
 export { FLAGS, type FlagSpec, usage } from "./flags/table.ts";
 export { IGNORED_FLAGS } from "./flags/upstream.ts";
 export { configFields } from "./flags/config_file.ts";

@@ -2,10 +2,8 @@ import assert from "node:assert/strict";
 import {
   CONFIG_FIELDS,
   FLAGS,
-  formatGoDuration,
   normalizeHostPort,
   parseArgs,
-  parseGoDuration,
   splitHostPort,
   usage,
   UsageError,
@@ -347,24 +345,6 @@ Deno.test("--help and --version skip reading the config file", () => {
   assert.equal(parseArgs(["--config=/nope", "--version"], noFile).version, true);
   const text = usage();
   for (const f of FLAGS) assert.ok(text.includes(`--${f.name}`), f.name);
-});
-
-Deno.test("Go durations", () => {
-  assert.equal(parseGoDuration("0"), 0);
-  assert.equal(parseGoDuration("1s"), 1000);
-  assert.equal(parseGoDuration("500ms"), 500);
-  assert.equal(parseGoDuration("1h30m"), 5_400_000);
-  assert.equal(parseGoDuration("1.5h"), 5_400_000);
-  assert.equal(parseGoDuration("2m3.5s"), 123_500);
-  assert.equal(parseGoDuration("100us"), 0.1);
-  assert.equal(parseGoDuration("-1s"), -1000);
-  for (const bad of ["", "1", "s", "1d", "1 s", "1s2", "--1s"]) {
-    assert.throws(() => parseGoDuration(bad), /Go syntax/, bad);
-  }
-  assert.equal(formatGoDuration(5_400_000), "1h30m0s");
-  assert.equal(formatGoDuration(500), "500ms");
-  assert.equal(formatGoDuration(30_000), "30s");
-  assert.equal(formatGoDuration(0), "0s");
 });
 
 Deno.test("host:port helpers", () => {

@@ -12,7 +12,8 @@ import { parseFlags } from "./command_line.ts";
 import { parseConfigText } from "./config_file.ts";
 import { V1ALPHA2 } from "./config_fields.ts";
 import { isIPv6 } from "../../net/ip.ts";
-import { formatGoDuration, normalizeHostPort } from "./values.ts";
+import { formatGoDuration } from "../../net/duration.ts";
+import { normalizeHostPort } from "./values.ts";
 
 /** v1alpha2's defaults for the address lists (upstream's SetDefaults_KubeProxyConfiguration). */
 const V1ALPHA2_HEALTHZ: BindCIDRs = { cidrs: ["0.0.0.0/0", "::/0"], port: 10256 };

@@ -10,7 +10,7 @@
 import { parse as parseYaml } from "yaml";
 import { type Settings, UsageError } from "./types.ts";
 import { type FieldSpec, SCHEMAS, V1ALPHA1, V1ALPHA1_IPTABLES } from "./config_fields.ts";
-import { parseGoDuration } from "./values.ts";
+import { parseGoDuration } from "../../net/duration.ts";
 
 /** What a config file said. */
 export interface ConfigFileParse {

@@ -1,55 +1,13 @@
 /**
- * Value parsers shared by the command line and the config file: IPs, CIDRs and host:port
- * (over net/), and the per-setting converters (each throws a plain Error saying what is wrong).
+ * Value parsers shared by the command line and the config file: IPs, CIDRs, durations and
+ * host:port (over net/), and the per-setting converters (each throws a plain Error saying what is wrong).
  *
  * @module
  */
 import { isCIDR } from "../../net/cidr.ts";
+import { parseGoDuration } from "../../net/duration.ts";
 import { canonicalText, isIPv4, isIPv6, parseIP } from "../../net/ip.ts";
 import type { DetectLocalMode, LoggingFormat } from "./types.ts";
-
-const DURATION_UNITS: Record<string, number> = {
-  ns: 1e-6,
-  us: 1e-3,
-  "µs": 1e-3,
-  "μs": 1e-3,
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-};
-
-/**
- * Parses a Go duration ("1s", "500ms", "1h30m", "1.5h", "0") into milliseconds.
- * Throws a plain Error describing the accepted syntax.
- */
-export function parseGoDuration(text: string): number {
-  const s = text.trim();
-  const bad = () =>
-    new Error(`invalid duration "${text}": use Go syntax such as 500ms, 30s, 1m30s or 1h`);
-  if (s === "0" || s === "+0" || s === "-0") return 0;
-  const m = /^([+-]?)((?:(?:\d+\.?\d*|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+)$/.exec(s);
-  if (!m) throw bad();
-  let total = 0;
-  for (const part of m[2].matchAll(/(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)/g)) {
-    total += Number(part[1]) * DURATION_UNITS[part[2]];
-  }
-  return m[1] === "-" ? -total : total;
-}
-
-/** Formats milliseconds as a Go-style duration ("1h30m0s", "500ms"), for docs and logs. */
-export function formatGoDuration(ms: number): string {
-  if (ms === 0) return "0s";
-  if (Math.abs(ms) < 1000) return `${ms}ms`;
-  const sign = ms < 0 ? "-" : "";
-  let rest = Math.abs(ms) / 1000;
-  const h = Math.floor(rest / 3600);
-  rest -= h * 3600;
-  const m = Math.floor(rest / 60);
-  rest -= m * 60;
-  const sec = Number(rest.toFixed(3));
-  return sign + (h ? `${h}h${m}m${sec}s` : m ? `${m}m${sec}s` : `${sec}s`);
-}
 
 /**
  * `s` with IPv4 leading zeros dropped ("010.0.0.1" -> "10.0.0.1"), other text unchanged.

@@ -38,6 +38,7 @@
  *
  * @module
  */
+import { formatNftDuration } from "../../net/duration.ts";
 import {
   bigIntToBytes,
   formatIPv4Number,
@@ -742,7 +743,7 @@ export class FakeNftables implements NftablesClient {
         out.push(`\t\t${typeLine}${d.kind === "map" ? ` : ${normType(d.dataType)}` : ""}`);
         const flags = listedDef(d).flags;
         if (flags !== undefined) out.push(`\t\tflags ${flags.join(",")}`);
-        if (d.timeout !== undefined) out.push(`\t\ttimeout ${formatDuration(d.timeout)}`);
+        if (d.timeout !== undefined) out.push(`\t\ttimeout ${formatNftDuration(d.timeout)}`);
         if (d.comment !== undefined) out.push(`\t\tcomment ${q(d.comment)}`);
         const elems = [...s.elements.entries()].sort(([a], [b]) => compareKeys(a, b));
         if (elems.length > 0) {
@@ -1229,18 +1230,4 @@ function toElement(s: SetEntry, e: ElementEntry): Element {
 /** Orders element keys by their canonical text (stable, locale-independent). */
 function compareKeys(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** Seconds as nft prints durations, e.g. 10800 -> "3h", 90 -> "1m30s". */
-export function formatDuration(seconds: number): string {
-  let s = Math.floor(seconds);
-  if (s === 0) return "0s";
-  let out = "";
-  for (const [unit, n] of [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]] as const) {
-    if (s >= n) {
-      out += `${Math.floor(s / n)}${unit}`;
-      s %= n;
-    }
-  }
-  return out;
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeNftables, formatDuration } from "./fake.ts";
+import { FakeNftables } from "./fake.ts";
 import { renderOperation } from "./script.ts";
 import { NftablesError, Transaction } from "./types.ts";
 
@@ -305,18 +305,6 @@ Deno.test("close() makes later use throw", async () => {
   f.close();
   await assert.rejects(f.run(tx().add({ kind: "table" })), /after close/);
   assert.throws(() => f.state(), /after close/);
-});
-
-Deno.test("formatDuration prints nft-style durations", () => {
-  assert.deepEqual([0, 59, 60, 90, 3600, 10800, 86400 + 61].map(formatDuration), [
-    "0s",
-    "59s",
-    "1m",
-    "1m30s",
-    "1h",
-    "3h",
-    "1d1m1s",
-  ]);
 });
 
 Deno.test("a small change to a large table is cheap (copy-on-write)", async () => {

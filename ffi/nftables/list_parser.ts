@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { parseNftDuration } from "../../net/duration.ts";
 import type {
   Chain,
   ChainType,
@@ -54,28 +55,13 @@ export function parsePriority(text: string): number {
   return m[2] === undefined ? base : base + (m[2] === "-" ? -1 : 1) * Number(m[3]);
 }
 
-const DURATION_UNITS: Readonly<Record<string, number>> = {
-  d: 86400,
-  h: 3600,
-  m: 60,
-  s: 1,
-  ms: 0.001,
-};
-
-/** Parses an nft duration such as `30s`, `1h30m`, `2d`, `500ms` to seconds. */
-export function parseDuration(text: string): number {
-  const re = /(\d+)(ms|d|h|m|s)/y;
-  let total = 0;
-  let matched = 0;
-  let m: RegExpExecArray | null;
-  while ((m = re.exec(text)) !== null) {
-    total += Number(m[1]) * DURATION_UNITS[m[2]];
-    matched = re.lastIndex;
+/** An nft duration in seconds, or a ListParseError. */
+function duration(text: string): number {
+  try {
+    return parseNftDuration(text);
+  } catch (err) {
+    throw new ListParseError((err as Error).message);
   }
-  if (matched === 0 || matched !== text.length) {
-    throw new ListParseError(`cannot parse duration "${text}"`);
-  }
-  return Math.round(total * 1000) / 1000;
 }
 
 /** Reads a double-quoted string starting at `s[i]`; returns its value and the index after it. */
@@ -341,7 +327,7 @@ export function parseTableListing(text: string, family: Family, table: string): 
       } else if (line.startsWith("flags ")) {
         set.flags = line.slice(6).split(",").map((f) => f.trim()) as SetFlag[];
       } else if (line.startsWith("timeout ")) {
-        set.timeout = parseDuration(line.slice(8));
+        set.timeout = duration(line.slice(8));
       } else if (line.startsWith("comment ")) {
         set.comment = readQuoted(line, 8).value;
       } else if (line.startsWith("elements = {")) {

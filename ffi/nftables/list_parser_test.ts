@@ -2,7 +2,6 @@ import assert from "node:assert/strict";
 import {
   ListParseError,
   parseChainNames,
-  parseDuration,
   parseElement,
   parseElements,
   parsePriority,
@@ -199,22 +198,17 @@ table ip b {
   assert.deepEqual(parseChainNames(text, "ip", "c"), []);
 });
 
+Deno.test("parseTableListing: a set timeout nft would not print is a ListParseError", () => {
+  const bad = LISTING.replace("timeout 1h30m", "timeout ten");
+  assert.throws(() => parseTableListing(bad, "ip", "kp"), ListParseError);
+});
+
 Deno.test("parsePriority: numbers and symbolic names", () => {
   assert.equal(parsePriority("-100"), -100);
   assert.equal(parsePriority("dstnat"), -100);
   assert.equal(parsePriority("dstnat - 10"), -110);
   assert.equal(parsePriority("srcnat + 5"), 105);
   assert.throws(() => parsePriority("bogus"), ListParseError);
-});
-
-Deno.test("parseDuration: nft durations to seconds", () => {
-  assert.equal(parseDuration("30s"), 30);
-  assert.equal(parseDuration("1h30m"), 5400);
-  assert.equal(parseDuration("3h"), 10800);
-  assert.equal(parseDuration("2d1s"), 172801);
-  assert.equal(parseDuration("9s990ms"), 9.99);
-  assert.throws(() => parseDuration("ten"), /cannot parse duration "ten"/);
-  assert.throws(() => parseDuration("10x"), ListParseError);
 });
 
 Deno.test("parseElement: attributes and values", () => {
