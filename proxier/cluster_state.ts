@@ -33,14 +33,9 @@ import { canonicalCIDR } from "../net/cidr.ts";
 import { formatIP, parseIP } from "../net/ip.ts";
 import type { EndpointInfo, NodeInfo, ProxyState, ServicePortInfo, StaleReport } from "./model.ts";
 import { familyOfText, type IpFamily } from "../net/family.ts";
-import {
-  consoleLog,
-  type EndpointSlice,
-  type LogFn,
-  type ServiceCIDR,
-  type V1Node,
-  type V1Service,
-} from "./k8s_types.ts";
+import { type EndpointSlice, type ServiceCIDR, type V1Node, type V1Service } from "./k8s_types.ts";
+import { consoleLog, type LogFn } from "../net/log.ts";
+import { sameStrings } from "../net/arrays.ts";
 import { sameServicePort, ServiceTracker } from "./service_tracker.ts";
 import {
   EndpointsTracker,
@@ -97,10 +92,6 @@ export interface ClusterStateOptions {
 
 function isStaleProtocol(p: ServicePortInfo): boolean {
   return p.protocol === "UDP" || p.protocol === "SCTP";
-}
-
-function sameStrings(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
 function sameNode(a: NodeInfo, b: NodeInfo): boolean {

@@ -12,14 +12,14 @@ import { canonicalText, type ParsedIP, parseIP } from "../net/ip.ts";
 import type { EndpointInfo, Protocol } from "./model.ts";
 import type { IpFamily } from "../net/family.ts";
 import {
-  consoleLog,
   type EndpointSlice,
   LABEL_HEADLESS,
   LABEL_SERVICE_NAME,
   LABEL_SERVICE_PROXY_NAME,
-  type LogFn,
   sameVersion,
 } from "./k8s_types.ts";
+import { consoleLog, type LogFn } from "../net/log.ts";
+import { sameStrings } from "../net/arrays.ts";
 import { objectKey } from "./service_tracker.ts";
 
 const PROTOCOLS: ReadonlySet<string> = new Set(["TCP", "UDP", "SCTP"]);
@@ -222,14 +222,8 @@ function names(list: readonly { name?: string | null }[] | null | undefined): st
 export function sameEndpoint(a: EndpointInfo, b: EndpointInfo): boolean {
   return a.ip === b.ip && a.port === b.port && a.ready === b.ready && a.serving === b.serving &&
     a.terminating === b.terminating && a.isLocal === b.isLocal && a.nodeName === b.nodeName &&
-    a.zone === b.zone && sameOptList(a.zoneHints, b.zoneHints) &&
-    sameOptList(a.nodeHints, b.nodeHints);
-}
-
-function sameOptList(a?: readonly string[], b?: readonly string[]): boolean {
-  if (a === b) return true;
-  if (!a || !b) return false;
-  return a.length === b.length && a.every((v, i) => v === b[i]);
+    a.zone === b.zone && sameStrings(a.zoneHints, b.zoneHints) &&
+    sameStrings(a.nodeHints, b.nodeHints);
 }
 
 /** Whether two endpoint lists are identical (order included). */

@@ -100,18 +100,6 @@ export const LABEL_SERVICE_PROXY_NAME = "service.kubernetes.io/service-proxy-nam
 /** Label the EndpointSlice controller puts on slices of headless Services. */
 export const LABEL_HEADLESS = "service.kubernetes.io/headless";
 
-/** Logger the trackers call; plug the agent's logger in. */
-export type LogFn = (
-  level: "info" | "warn" | "error",
-  msg: string,
-  fields?: Record<string, unknown>,
-) => void;
-
-/** Default logger: one line on stderr. */
-export const consoleLog: LogFn = (level, msg, fields) => {
-  console.error(fields ? `${level}: ${msg} ${JSON.stringify(fields)}` : `${level}: ${msg}`);
-};
-
 /**
  * Whether `prev` and `cur` are the same version of one object (an informer
  * re-delivering it): both carry the same non-empty resourceVersion.

@@ -11,13 +11,9 @@ import { canonicalCIDR } from "../net/cidr.ts";
 import { formatIP, parseIP } from "../net/ip.ts";
 import type { Protocol, ServicePortInfo } from "./model.ts";
 import { familyOfText, type IpFamily } from "../net/family.ts";
-import {
-  consoleLog,
-  LABEL_SERVICE_PROXY_NAME,
-  type LogFn,
-  sameVersion,
-  type V1Service,
-} from "./k8s_types.ts";
+import { LABEL_SERVICE_PROXY_NAME, sameVersion, type V1Service } from "./k8s_types.ts";
+import { consoleLog, type LogFn } from "../net/log.ts";
+import { sameStrings } from "../net/arrays.ts";
 
 /** Default ClientIP affinity timeout (3 hours), as the API server defaults it. */
 export const DEFAULT_STICKY_MAX_AGE_SECONDS = 10800;
@@ -274,12 +270,9 @@ export function sameServicePort(
     a.internalPolicyLocal === b.internalPolicyLocal &&
     a.healthCheckNodePort === b.healthCheckNodePort &&
     a.namespace === b.namespace && a.name === b.name && a.portName === b.portName &&
-    sameList(a.externalIPs, b.externalIPs) && sameList(a.loadBalancerIPs, b.loadBalancerIPs) &&
-    sameList(a.loadBalancerSourceRanges, b.loadBalancerSourceRanges);
-}
-
-function sameList(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
+    sameStrings(a.externalIPs, b.externalIPs) &&
+    sameStrings(a.loadBalancerIPs, b.loadBalancerIPs) &&
+    sameStrings(a.loadBalancerSourceRanges, b.loadBalancerSourceRanges);
 }
 
 function samePorts(a: readonly ServicePortInfo[], b: readonly ServicePortInfo[]): boolean {

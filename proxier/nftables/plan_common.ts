@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { sameKeys, sameStrings } from "../../net/arrays.ts";
 import type { Set as NftSet } from "../../ffi/nftables/types.ts";
 import { N } from "./names.ts";
 import type { ServiceRules } from "./service_rules.ts";
@@ -28,10 +29,8 @@ export function serviceRecord(r: ServiceRules): ServiceRecord {
 /** True when `a` records exactly what rules `r` claim (no allocation: full syncs call it per port). */
 export function recordMatches(a: ServiceRecord | undefined, r: ServiceRules): boolean {
   if (a === undefined || a.clusterIP !== r.clusterIP) return false;
-  const same = <T>(x: readonly string[], y: readonly T[], f: (v: T) => string) =>
-    x.length === y.length && y.every((v, i) => x[i] === f(v));
-  return same(a.frontends, r.frontends, (f) => f.key) && same(a.hairpin, r.hairpin, (h) => h) &&
-    same(a.chains, r.chains, (c) => c.chain.name) && same(a.sets, r.sets, (s) => s.name);
+  return sameKeys(a.frontends, r.frontends, (f) => f.key) && sameStrings(a.hairpin, r.hairpin) &&
+    sameKeys(a.chains, r.chains, (c) => c.chain.name) && sameKeys(a.sets, r.sets, (s) => s.name);
 }
 
 /** True when a frontend record already says: claimed by `ids` (sorted), with `spec` written. */

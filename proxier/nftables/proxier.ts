@@ -22,18 +22,12 @@ import type { ProxierConfig, ProxyState, StaleReport } from "../model.ts";
 import { type BuildContext, buildContext, contextKey } from "./context.ts";
 import { type KernelView, LISTED_MAPS, LISTED_SETS, planFull } from "./plan_full.ts";
 import { type Drift, kernelDrift } from "./drift.ts";
+import type { LogFn } from "../../net/log.ts";
 import { type Plan, planPartial } from "./plan_partial.ts";
 import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
 import { nextStaleDeadline, planStaleDeletion } from "./stale.ts";
 import { N } from "./names.ts";
 import { newDelta, WrittenState } from "./written_state.ts";
-
-/** Log sink (matches the trackers' LogFn shape). */
-export type ProxierLog = (
-  level: "info" | "warn" | "error",
-  msg: string,
-  fields?: Record<string, unknown>,
-) => void;
 
 /** Settings of a {@link Proxier}. */
 export interface ProxierOptions {
@@ -67,7 +61,7 @@ export interface ProxierOptions {
   yieldEveryMs?: number;
   /** Monotonic clock in ms (default performance.now). */
   now?: () => number;
-  log?: ProxierLog;
+  log?: LogFn;
 }
 
 /** What one family's changes look like (ClusterState's FamilySync plus the node flag). */
@@ -131,7 +125,7 @@ export class Proxier {
   private readonly yieldEveryMs: number;
   private readonly verifySetLimit: number;
   private readonly now: () => number;
-  private readonly log: ProxierLog;
+  private readonly log: LogFn;
   private preempted = 0;
   /** Changes taken by a sync that stepped aside, for the next one. */
   private carried: { changed: Set<string>; deleted: Set<string> } | undefined;
