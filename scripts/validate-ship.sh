@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks everything about shipping that can be checked without Deno's release
-# host (deno compile needs it for denort) or a Docker engine: the compile
-# task's flags, a type check of the entry point, the Dockerfile's stages, the
-# manifests' schema, the systemd unit, and the image's library closure.
+# host (deno compile needs it for denort) or a container engine: the compile
+# task's flags, a type check of the entry point, the Dockerfile (FROM scratch,
+# no commands), the manifests' schema, the systemd unit, and the image's
+# libraries. Building and running the image: tests/e2e/image_test.ts.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 fail=0
@@ -37,15 +38,17 @@ fi
 # 2. The entry point type-checks.
 if ./denow check main.ts; then ok "deno check main.ts"; else bad "deno check main.ts"; fi
 
-# 3. Dockerfile stages.
-final="$(awk '/^FROM /{s=""} /^FROM /{stage=$0} {s=s"\n"$0} END{print stage}' Dockerfile)"
-grep -qE '^FROM debian:12 AS builder$' Dockerfile && ok "builder stage" || bad "no 'FROM debian:12 AS builder' stage"
-case "$final" in *gcr.io/distroless/cc-debian12*) ok "final stage: $final" ;; *) bad "final stage is not distroless cc: $final" ;; esac
-last_stage="$(awk '/^FROM /{buf=""} {buf=buf $0 "\n"} END{printf "%s", buf}' Dockerfile)"
-if grep -qE '^(RUN|SHELL) ' <<<"$last_stage"; then bad "final stage runs commands (no shell there)"; else ok "final stage has no RUN"; fi
-grep -qE '^COPY --from=builder ' <<<"$last_stage" && ok "binary copied from builder" || bad "final stage does not COPY --from=builder"
-grep -qE '^COPY --from=libs ' <<<"$last_stage" && ok "libraries copied" || bad "final stage does not COPY --from=libs"
-grep -qE '^ENTRYPOINT \["/usr/local/bin/kube-nft-proxy"\]$' <<<"$last_stage" && ok "ENTRYPOINT is the binary (exec form)" || bad "ENTRYPOINT must be [\"/usr/local/bin/kube-nft-proxy\"]"
+# 3. The Dockerfile: FROM scratch plus one COPY of the root scripts/build-image.sh stages, so it
+#    builds offline (no base image to pull) and runs nothing at build time (there is no shell).
+froms="$(grep -cE '^FROM ' Dockerfile || true)"
+[ "$froms" = 1 ] && grep -qE '^FROM scratch$' Dockerfile && ok "one stage, FROM scratch" || bad "Dockerfile must have exactly one stage, FROM scratch"
+if grep -qE '^(RUN|SHELL|ADD) ' Dockerfile; then bad "Dockerfile runs commands or ADDs (no shell in the image)"; else ok "no RUN/SHELL/ADD"; fi
+grep -qE '^COPY rootfs/ /$' Dockerfile && ok "COPY rootfs/ / (staged by scripts/build-image.sh)" || bad "Dockerfile does not COPY rootfs/ /"
+grep -qE '^ENV KUBE_NFT_PROXY_LIB_DIR=/usr/lib/kube-nft-proxy' Dockerfile && grep -qE '^ +LD_LIBRARY_PATH=/usr/lib/kube-nft-proxy$' Dockerfile &&
+  ok "ENV KUBE_NFT_PROXY_LIB_DIR and LD_LIBRARY_PATH" || bad "Dockerfile lacks ENV KUBE_NFT_PROXY_LIB_DIR / LD_LIBRARY_PATH=/usr/lib/kube-nft-proxy"
+grep -qE '^USER 0:0$' Dockerfile && ok "USER root" || bad "Dockerfile must run as USER 0:0"
+grep -qE '^ENTRYPOINT \["/usr/local/bin/kube-nft-proxy"\]$' Dockerfile && ok "ENTRYPOINT is the binary (exec form)" || bad "ENTRYPOINT must be [\"/usr/local/bin/kube-nft-proxy\"]"
+for s in scripts/build-image.sh scripts/stage-binary.sh; do bash -n "$s" && ok "bash -n $s" || bad "bash -n $s"; done
 
 # 4. Kubernetes manifests.
 if ./denow run --allow-read --allow-env scripts/validate_manifests.ts deploy/kubernetes; then ok "manifests"; else bad "manifests"; fi
@@ -68,12 +71,19 @@ else
   bad "systemd-analyze not installed (apt-get install systemd)"
 fi
 
-# 6. The image's library closure resolves here.
-if libs="$(bash scripts/image-libs.sh)"; then
+# 6. The image's libraries resolve here: the dlopened ones and their closure in the private
+#    directory, glibc, libgcc_s (the deno runtime's) and the loader on the system path.
+deno_bin=".tools/deno-$(tr -d '[:space:]' <.deno-version)/node_modules/deno/deno"
+if libs="$(bash scripts/image-libs.sh --with "$deno_bin")"; then
   for l in libnftables.so.1 libnetfilter_conntrack.so.3 libmnl.so.0 libnftnl.so.11 libnfnetlink.so.0 libjansson.so.4 libgmp.so.10 libxtables.so.12; do
-    grep -q "/$l\$" <<<"$libs" || bad "image library closure lacks $l"
+    grep -q "^/usr/lib/kube-nft-proxy/$l " <<<"$libs" || bad "image library closure lacks /usr/lib/kube-nft-proxy/$l"
   done
-  ok "image libraries: $(tr '\n' ' ' <<<"$libs")"
+  for l in libc.so.6 libm.so.6 libgcc_s.so.1 ld-linux-x86-64.so.2; do
+    grep -q "^/usr/lib/x86_64-linux-gnu/$l " <<<"$libs" || bad "image lacks /usr/lib/x86_64-linux-gnu/$l"
+  done
+  grep -q '^/lib64/ld-linux-x86-64.so.2 -> ' <<<"$libs" || bad "image lacks the /lib64/ld-linux-x86-64.so.2 link"
+  if grep -qE '^/usr/lib/kube-nft-proxy/(libc\.so|libm\.so|ld-linux|libgcc_s)' <<<"$libs"; then bad "glibc in the private library directory"; fi
+  ok "image libraries: $(cut -d' ' -f1 <<<"$libs" | tr '\n' ' ')"
 else
   bad "scripts/image-libs.sh"
 fi
