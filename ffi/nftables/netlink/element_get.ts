@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { canonicalIP } from "../../../net/ip.ts";
+import { formatIP, formatIPv6Bytes } from "../../../net/ip.ts";
 import type { Element } from "../types.ts";
 import { encodeValue, type Field, type SetLayout } from "./codec.ts";
 import { netfilterDump } from "./socket.ts";
@@ -97,20 +97,13 @@ function attrs(buf: Uint8Array, from: number, to: number): Map<number, Uint8Arra
 }
 const nested = (b: Uint8Array) => attrs(b, 0, b.length);
 
-function ipv6Text(b: Uint8Array): string {
-  const v = new DataView(b.buffer, b.byteOffset, 16);
-  const groups = Array.from({ length: 8 }, (_, i) => v.getUint16(i * 2, false).toString(16));
-  const full = groups.join(":");
-  return canonicalIP(full) ?? full;
-}
-
 function fieldText(f: Field, b: Uint8Array): string {
   const v = new DataView(b.buffer, b.byteOffset, b.length);
   switch (f.kind) {
     case "ipv4":
-      return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
+      return formatIP({ family: 4, bytes: b });
     case "ipv6":
-      return ipv6Text(b);
+      return formatIPv6Bytes(b);
     case "proto":
       return PROTO_NAME[b[0]] ?? String(b[0]);
     case "service":
