@@ -9,7 +9,8 @@
  * (so the container's loopback is this one and its rules are this node's), and drives the
  * container's own systemd: `enable --now`, the sandbox the unit promises checked in
  * /proc/<MainPID>/status, a clean `stop` that leaves rules and traffic alone, a `start` that
- * adopts them, no permission error in the journal, and `poweroff`.
+ * adopts them, a SIGKILL that Restart=always recovers from, no permission error in the journal,
+ * and `poweroff`.
  * Not a *_test.ts file on purpose: it must not run in the host namespace.
  * @module
  */
@@ -122,6 +123,7 @@ async function steps(
   await step("systemctl enable --now: rules, real traffic, health", async () => {
     await box.systemctl("daemon-reload");
     await box.exec(["systemctl", "enable", "--now", "kube-nft-proxy"]);
+    assert.equal((await box.systemctl("is-enabled", "kube-nft-proxy")).trim(), "enabled");
     await serving(["a", "b"]);
     await reaches(topo, "tcp", NODE4, 30080, ["a", "b"]);
     await reaches(topo, "udp", "198.19.0.53", 53, ["a", "b"]);
@@ -171,8 +173,37 @@ async function steps(
     checkSandbox(await readSandbox(box, pid), promise, noRes);
   });
 
-  await step("the journal: no permission error, no error, no restart", async () => {
-    assert.equal((await box.show(UNIT, "NRestarts")).NRestarts, "0", "NRestarts");
+  await step("SIGKILL: Restart=always brings it back, and it adopts", async () => {
+    assert.equal((await box.show(UNIT, "NRestarts")).NRestarts, "0", "no restart before");
+    const adoptions = async () =>
+      (await agentJournal(box, UNIT)).match(/Adopting the existing kube-proxy tables/g)?.length;
+    const before = await adoptions();
+    const oldPid = (await box.show(UNIT, "MainPID")).MainPID;
+    await box.systemctl("kill", "--signal=SIGKILL", "kube-nft-proxy");
+    await eventually(
+      "a restart after RestartSec=",
+      async () => {
+        const st = await box.show(UNIT, "NRestarts", "ActiveState", "MainPID");
+        return st.NRestarts === "1" && st.ActiveState === "active" && st.MainPID !== oldPid
+          ? st
+          : undefined;
+      },
+      30_000,
+      250,
+    );
+    await eventually(
+      "the adoption logged again",
+      async () => {
+        return (await adoptions() ?? 0) > (before ?? 0) ? true : undefined;
+      },
+      60_000,
+      500,
+    );
+    api.apply(slice("web", [A, B]));
+    await serving(["a", "b"]);
+  });
+
+  await step("the journal: no permission error, no error line", async () => {
     checkAgentJournal(await agentJournal(box, UNIT));
   });
 }

@@ -9,7 +9,7 @@
  * /var/tmp/kube-nft-proxy-e2e afterwards): `KNP_SYSTEMD_E2E=1 ./denow task test:e2e` or
  * `KNP_SYSTEMD_E2E=1 ./denow test -A tests/e2e/systemd_test.ts`. Needs root, debootstrap and
  * systemd-container (systemd-nspawn), gcc and libc6-dev (scripts/stage-binary.sh's launcher),
- * nftables. Rebuilds dist/kube-nft-proxy.js (`deno task bundle`) when it is older than the source.
+ * nftables. Rebuilds the bundle (`deno task bundle`) when it is older than the source.
  * With KNP_SYSTEMD_E2E=1 and KNP_REQUIRE_E2E=1 a missing prerequisite fails the test.
  * @module
  */
@@ -67,14 +67,23 @@ function newestSource(dir = repoRoot): number {
   return newest;
 }
 
-/** Builds dist/kube-nft-proxy.js unless it is newer than every source file. */
+/** The bundle `deno task start:bundle` runs (the last word of that task in deno.json). */
+function bundlePath(): string {
+  const task = JSON.parse(Deno.readTextFileSync(`${repoRoot}/deno.json`)).tasks?.["start:bundle"];
+  const entry = typeof task === "string" ? task.trim().split(/\s+/).at(-1) : undefined;
+  if (!entry?.endsWith(".js")) throw new Error(`deno.json: start:bundle runs no bundle: ${task}`);
+  return `${repoRoot}/${entry}`;
+}
+
+/** Runs `deno task bundle` unless the bundle is newer than every source file. */
 async function freshBundle(): Promise<void> {
+  const bundle = bundlePath();
   let built = 0;
   try {
-    built = Deno.statSync(`${repoRoot}/dist/kube-nft-proxy.js`).mtime?.getTime() ?? 0;
+    built = Deno.statSync(bundle).mtime?.getTime() ?? 0;
   } catch { /* not built */ }
   if (built > newestSource()) return;
-  console.error("dist/kube-nft-proxy.js is missing or older than the source: deno task bundle");
+  console.error(`${bundle} is missing or older than the source: deno task bundle`);
   const p = new Deno.Command(denoBin, { args: ["task", "bundle"], cwd: repoRoot }).spawn();
   assert.equal((await p.status).code, 0, "deno task bundle failed");
 }
