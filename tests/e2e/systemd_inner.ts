@@ -60,7 +60,7 @@ const AGENT_ARGS = [
   "--v=2",
 ];
 
-/** Waits until the node's table holds `needle` and the web Services answer from `pods`. */
+/** Waits until the node's table holds the web Service and it answers from exactly `pods`. */
 async function serving(pods: string[]): Promise<void> {
   await eventually(
     "table ip kube-proxy with the web Service",
@@ -109,17 +109,28 @@ async function noSysResource(box: NspawnMachine, host: string): Promise<NoSysRes
   return { why, nofileHard };
 }
 
-/** The steps, in order, on a booted machine; each needs the one before. */
-async function steps(
-  box: NspawnMachine,
-  api: FakeApiServer,
-  step: (name: string, fn: () => Promise<void>) => Promise<void>,
-): Promise<void> {
-  const promise: UnitPromise = unitPromise(Deno.readTextFileSync(UNIT_SOURCE));
-  const oom = await negativeOomSettable();
-  let firstPid = "";
-  let noRes: NoSysResource | undefined;
+/** A step runner: runs `fn` as a test step and throws when it fails (each needs the one before). */
+type Step = (name: string, fn: () => Promise<void>) => Promise<void>;
 
+/** What the steps share. */
+interface Run {
+  box: NspawnMachine;
+  api: FakeApiServer;
+  promise: UnitPromise;
+  /** Set when this machine withholds CAP_SYS_RESOURCE (see {@link noSysResource}). */
+  noRes?: NoSysResource;
+  firstPid: string;
+}
+
+/** How many times the agent has logged adopting existing tables. */
+async function adoptions(box: NspawnMachine): Promise<number> {
+  const j = await agentJournal(box, UNIT);
+  return j.match(/Adopting the existing kube-proxy tables/g)?.length ?? 0;
+}
+
+/** `enable --now` and what the first start must show: rules, traffic, health, sandbox. */
+async function firstStart(run: Run, step: Step): Promise<void> {
+  const { box } = run;
   await step("systemctl enable --now: rules, real traffic, health", async () => {
     await box.systemctl("daemon-reload");
     await box.exec(["systemctl", "enable", "--now", "kube-nft-proxy"]);
@@ -137,16 +148,22 @@ async function steps(
       "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established",
     ).trim();
     assert.equal(est, String(23 * 3600), "the conntrack sysctl written through the sandbox");
-    firstPid = (await box.show(UNIT, "MainPID")).MainPID;
+    assert.equal(await adoptions(box), 0, "the first start adopted tables");
+    run.firstPid = (await box.show(UNIT, "MainPID")).MainPID;
   });
 
   await step("the sandbox: seccomp filter, OOM score, capabilities", async () => {
     const asked = (await box.show(UNIT, "OOMScoreAdjust")).OOMScoreAdjust;
-    console.log(`MainPID ${firstPid}; systemctl show: OOMScoreAdjust=${asked}`);
-    noRes = oom.ok ? undefined : await noSysResource(box, oom.why);
-    checkSandbox(await readSandbox(box, firstPid), promise, noRes);
+    console.log(`MainPID ${run.firstPid}; systemctl show: OOMScoreAdjust=${asked}`);
+    const oom = await negativeOomSettable();
+    run.noRes = oom.ok ? undefined : await noSysResource(box, oom.why);
+    checkSandbox(await readSandbox(box, run.firstPid), run.promise, run.noRes);
   });
+}
 
+/** stop, start, SIGKILL: the rules outlive the agent and each new agent adopts them. */
+async function restarts(run: Run, step: Step): Promise<void> {
+  const { box, api } = run;
   await step("systemctl stop: clean, rules and traffic stay", async () => {
     await box.systemctl("stop", "kube-nft-proxy");
     await checkStopped(box, UNIT);
@@ -155,38 +172,32 @@ async function steps(
   });
 
   await step("systemctl start: adopts the tables and follows the API again", async () => {
-    const adopted = /Adopting the existing kube-proxy tables/;
-    assert.ok(!adopted.test(await agentJournal(box, UNIT)), "the first start adopted");
     await box.systemctl("start", "kube-nft-proxy");
     await eventually(
       "the adoption logged",
       async () => {
-        return adopted.test(await agentJournal(box, UNIT)) ? true : undefined;
+        return (await adoptions(box)) === 1 ? true : undefined;
       },
       60_000,
       500,
     );
     const pid = (await box.show(UNIT, "MainPID")).MainPID;
-    assert.notEqual(pid, firstPid, "a new process");
+    assert.notEqual(pid, run.firstPid, "a new process");
     api.apply(slice("web", [A]));
     await serving(["a"]);
-    checkSandbox(await readSandbox(box, pid), promise, noRes);
+    checkSandbox(await readSandbox(box, pid), run.promise, run.noRes);
   });
 
   await step("SIGKILL: Restart=always brings it back, and it adopts", async () => {
     assert.equal((await box.show(UNIT, "NRestarts")).NRestarts, "0", "no restart before");
-    const adoptions = async () =>
-      (await agentJournal(box, UNIT)).match(/Adopting the existing kube-proxy tables/g)?.length;
-    const before = await adoptions();
     const oldPid = (await box.show(UNIT, "MainPID")).MainPID;
     await box.systemctl("kill", "--signal=SIGKILL", "kube-nft-proxy");
     await eventually(
       "a restart after RestartSec=",
       async () => {
         const st = await box.show(UNIT, "NRestarts", "ActiveState", "MainPID");
-        return st.NRestarts === "1" && st.ActiveState === "active" && st.MainPID !== oldPid
-          ? st
-          : undefined;
+        const back = st.NRestarts === "1" && st.ActiveState === "active" && st.MainPID !== oldPid;
+        return back ? st : undefined;
       },
       30_000,
       250,
@@ -194,7 +205,7 @@ async function steps(
     await eventually(
       "the adoption logged again",
       async () => {
-        return (await adoptions() ?? 0) > (before ?? 0) ? true : undefined;
+        return (await adoptions(box)) === 2 ? true : undefined;
       },
       60_000,
       500,
@@ -224,9 +235,13 @@ Deno.test({
       const t0 = Date.now();
       m = await NspawnMachine.boot(ROOT, topo.node.name, consoleLog, HOST_MNT);
       console.log(`booted to "running" in ${Date.now() - t0} ms (systemd pid ${m.systemdPid})`);
-      await steps(m, api, async (name, fn) => {
+      const step: Step = async (name, fn) => {
         if (!(await t.step(name, fn))) throw new Error(`step failed: ${name}`);
-      });
+      };
+      const promise = unitPromise(Deno.readTextFileSync(UNIT_SOURCE));
+      const run: Run = { box: m, api, promise, firstPid: "" };
+      await firstStart(run, step);
+      await restarts(run, step);
       ok = true;
     } finally {
       if (m) {
