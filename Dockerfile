@@ -8,7 +8,7 @@
 # The staged root holds only:
 #   /usr/local/bin/kube-nft-proxy   the compiled binary, or (where denort cannot be
 #                                   downloaded) a launcher that execs the pinned deno
-#                                   on /usr/local/lib/kube-nft-proxy/kube-nft-proxy.js
+#                                   on /usr/local/lib/kube-nft-proxy/bundle/main.js
 #   /usr/local/bin/kube-proxy       symlink: the path kubeadm's DaemonSet runs
 #   /usr/lib/kube-nft-proxy/        the libraries the agent dlopens, with their ldd closure
 #   /usr/lib/x86_64-linux-gnu/      glibc, libgcc_s and the loader (+ /lib64 link)

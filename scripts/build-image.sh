@@ -79,7 +79,7 @@ for f in bin/sh usr/bin/sh bin/bash usr/bin/bash usr/bin/apt usr/bin/dpkg bin/bu
 done
 
 version="$("$rootfs/usr/local/bin/kube-nft-proxy" --version 2>/dev/null | head -n 1 || true)"
-[ "$chosen" = compiled ] || version="$(./denow run --no-config -A dist/kube-nft-proxy.js --version | head -n 1)"
+[ "$chosen" = compiled ] || version="$(./denow run --no-config -A dist/bundle/main.js --version | head -n 1)"
 semver="$(sed -n 's/^kube-nft-proxy v\([^ ]*\).*/\1/p' <<<"$version")"
 log "binary: $chosen ($version)"
 

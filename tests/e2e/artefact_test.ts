@@ -1,7 +1,7 @@
 /**
- * The artefact users install, on the real kernel: `deno task bundle` builds dist/kube-nft-proxy.js
- * (what `deno task compile` turns into the binary and what the image carries), then the
- * whole-agent e2e (agent_inner.ts) and the lazily loaded paths (artefact_inner.ts: client-node
+ * The artefact users install, on the real kernel: `deno task bundle` builds dist/bundle/ (main.js
+ * and its chunks: what `deno task compile` turns into the binary and what the image carries), then
+ * the whole-agent e2e (agent_inner.ts) and the lazily loaded paths (artefact_inner.ts: client-node
  * credentials, the conntrack Worker, trace/explain) run against it, the latter also from source.
  * @module
  */

@@ -133,7 +133,7 @@ Deno.test({
         const cmdline = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
         // The compiled binary, or deno running the bundle (the launcher replaced itself).
         assert.ok(
-          cmdline[0] === BIN || cmdline.includes("/usr/local/lib/kube-nft-proxy/kube-nft-proxy.js"),
+          cmdline[0] === BIN || cmdline.includes("/usr/local/lib/kube-nft-proxy/bundle/main.js"),
           `pid ${pid} runs ${cmdline.join(" ")}`,
         );
         const top = await c.exec([BIN, "--version"]);

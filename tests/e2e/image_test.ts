@@ -37,7 +37,7 @@ const FORBIDDEN = [
 /** Where anything in the image may be: the agent, its libraries, glibc, root's passwd entry. */
 const ALLOWED = [
   /^usr\/local\/bin\/(kube-nft-proxy|kube-proxy)$/,
-  /^usr\/local\/lib\/kube-nft-proxy\/(deno|kube-nft-proxy\.js)$/,
+  /^usr\/local\/lib\/kube-nft-proxy\/(deno|bundle\/([a-z_]+\/)?[\w-]+\.js)$/,
   /^usr\/lib\/kube-nft-proxy\/lib[a-z_]+\.so\.\d+$/,
   /^usr\/lib\/[a-z0-9_]+-linux-gnu\/(ld-linux[-a-z0-9_]*\.so\.\d|lib[a-z_]+\.so\.\d+)$/,
   /^lib64\/ld-linux[-a-z0-9_]*\.so\.\d$/,
