@@ -163,7 +163,9 @@ export function parseEndpointSlice(
     const c = ep.conditions;
     const ready = c?.ready ?? true;
     const ip = canonicalText(addr!, parsed);
-    const serving = c?.serving ?? ready;
+    // As upstream's endpointslicecache.go: an unset `serving` is true, not a copy of `ready`,
+    // so a terminating endpoint whose controller never set `serving` is a fallback candidate.
+    const serving = c?.serving ?? true;
     const terminating = c?.terminating ?? false;
     const isLocal = ep.nodeName === nodeName && nodeName !== "";
     // One literal per shape: a property added later would cost each of the (hundreds of

@@ -44,11 +44,17 @@ Deno.test("client-node V1EndpointSlice objects fit the structural type", () => {
 Deno.test("parseEndpointSlice: conditions, locality, zone and hints", () => {
   const cases: [string, Endpoint, Record<string, unknown>][] = [
     ["all nil", ep("198.18.1.1"), { ready: true, serving: true, terminating: false }],
+    // endpointslicecache.go reads a nil serving as true, whatever ready says.
     ["not ready, serving nil", ep("198.18.1.1", { conditions: { ready: false } }), {
       ready: false,
-      serving: false,
+      serving: true,
       terminating: false,
     }],
+    [
+      "terminating, serving nil",
+      ep("198.18.1.1", { conditions: { ready: false, terminating: true } }),
+      { ready: false, serving: true, terminating: true },
+    ],
     [
       "terminating and serving",
       ep("198.18.1.1", { conditions: { ready: false, serving: true, terminating: true } }),

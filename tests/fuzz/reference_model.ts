@@ -147,13 +147,13 @@ function endpointsOf(world: ModelWorld, cfg: ModelConfig, svc: Obj, port: Obj, v
     );
     if (sp === undefined) continue;
     for (const e of slice.endpoints ?? []) {
-      // A nil condition means "ready" (endpointslicecache.go); serving defaults to ready.
+      // endpointslicecache.go: a nil ready or serving means true, a nil terminating false.
       const ready = e.conditions?.ready ?? true;
       const ep: Ep = {
         ip: e.addresses[0],
         port: sp.port,
         ready,
-        serving: e.conditions?.serving ?? ready,
+        serving: e.conditions?.serving ?? true,
         terminating: e.conditions?.terminating ?? false,
         local: e.nodeName === cfg.nodeName,
         zoneHints: (e.hints?.forZones ?? []).map((h: Obj) => h.name),

@@ -1,7 +1,8 @@
 /**
  * Random valid EndpointSlices and their changes, for the fuzzed-cluster-state test: several
  * slices per family, local, remote and node-less endpoints, every condition combination the
- * API allows (ready; serving+terminating; terminating; not ready; conditions left out), zone
+ * API allows (ready; serving+terminating; terminating; terminating with serving left out, as
+ * controllers predating the serving condition write it; not ready; conditions left out), zone
  * and node hints (sometimes on only some endpoints), named target ports resolved per slice, and
  * rolling updates (ready -> terminating -> gone, new ones ready). Within one Service and family
  * an address is listed once.
@@ -16,11 +17,12 @@ import { familiesOf, type Gen, PROXY_NAME } from "./service_gen.ts";
 const SERVICE_NAME = "kubernetes.io/service-name";
 const HEADLESS = "service.kubernetes.io/headless";
 
-type State = "ready" | "terminating" | "gone" | "notready" | "unset";
+type State = "ready" | "terminating" | "terminatingNoServing" | "gone" | "notready" | "unset";
 
 const CONDITIONS: Record<Exclude<State, "unset">, Obj> = {
   ready: { ready: true, serving: true, terminating: false },
   terminating: { ready: false, serving: true, terminating: true },
+  terminatingNoServing: { ready: false, terminating: true },
   gone: { ready: false, serving: false, terminating: true },
   notready: { ready: false, serving: false, terminating: false },
 };
@@ -29,7 +31,9 @@ function stateOf(ep: Obj): State {
   const c = ep.conditions;
   if (c === undefined) return "unset";
   if (c.ready) return "ready";
-  if (c.terminating) return c.serving ? "terminating" : "gone";
+  if (c.terminating) {
+    return c.serving === undefined ? "terminatingNoServing" : c.serving ? "terminating" : "gone";
+  }
   return "notready";
 }
 
@@ -42,8 +46,10 @@ function randomState(g: Gen): State {
   const x = g.r();
   return x < 0.6
     ? "ready"
-    : x < 0.72
+    : x < 0.7
     ? "terminating"
+    : x < 0.74
+    ? "terminatingNoServing"
     : x < 0.8
     ? "gone"
     : x < 0.92

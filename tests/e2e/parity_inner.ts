@@ -1,0 +1,98 @@
+/**
+ * Upstream parity, inner half: runs INSIDE the node namespace of a {@link Topology} built by
+ * tests/e2e/parity_test.ts (env KNP_TOPO; pods 0 and 1 run echo servers "a" and "b").
+ *
+ * Behaviours where upstream's code, not the API's doc comments, decides what users get, each
+ * shown with real traffic from the client namespace. Not a *_test.ts file: it must not run in
+ * the host namespace.
+ * @module
+ */
+import assert from "node:assert/strict";
+import { FakeApiServer, type KObject } from "../fakeapi/server.ts";
+import {
+  AgentProcess,
+  eventually,
+  freePort,
+  httpGet,
+  NETNS_SAFE_FLAGS,
+} from "./fixtures/agent_process.ts";
+import {
+  attachTopology,
+  fails,
+  node,
+  NODE_NAME,
+  reaches,
+  service,
+  serviceCIDR,
+  slice,
+} from "./fixtures/inner_steps.ts";
+
+const topo = attachTopology("tests/e2e/parity_test.ts");
+const A = topo.podIPv4(0), B = topo.podIPv4(1);
+const WEB = "198.19.0.10";
+
+/** `slice("web", ...)` with each endpoint's conditions replaced. */
+function sliceWith(conditions: Record<string, boolean>[]): KObject {
+  const s = slice("web", [A, B].slice(0, conditions.length));
+  const eps = s.endpoints as { conditions: Record<string, boolean> }[];
+  eps.forEach((e, i) => e.conditions = conditions[i]);
+  return s;
+}
+
+Deno.test({
+  name: "parity with upstream kube-proxy, real traffic",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async (t) => {
+    const api = FakeApiServer.start({ bookmarkIntervalMs: 500 });
+    const kubeconfig = api.writeKubeconfig();
+    const healthz = freePort();
+    api.apply(node());
+    api.apply(serviceCIDR());
+    api.apply(service("web", { ip: WEB }));
+    api.apply(slice("web", [A, B]));
+    const agent = AgentProcess.start([
+      `--kubeconfig=${kubeconfig}`,
+      `--hostname-override=${NODE_NAME}`,
+      "--cluster-cidr=198.18.1.0/24,2001:db8:1::/64",
+      "--min-sync-period=100ms",
+      `--healthz-bind-address=127.0.0.1:${healthz}`,
+      "--metrics-bind-address=127.0.0.1:0",
+      ...NETNS_SAFE_FLAGS,
+    ]);
+    try {
+      await eventually("/healthz 200", async () => {
+        const r = await httpGet(`http://127.0.0.1:${healthz}/healthz`);
+        return r.status === 200 ? true : undefined;
+      }, 30_000);
+      await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
+
+      await t.step("an unset serving condition is true (endpointslicecache.go)", async () => {
+        // Nothing ready, a terminating with `serving` left out (controllers older than the
+        // condition write it so), b terminating and explicitly not serving: upstream's
+        // terminating fallback uses a only.
+        api.apply(sliceWith([
+          { ready: false, terminating: true },
+          { ready: false, serving: false, terminating: true },
+        ]));
+        await reaches(topo, "tcp", WEB, 80, ["a"]);
+        // With serving false on a as well, nothing is left: connections are rejected.
+        api.apply(sliceWith([
+          { ready: false, serving: false, terminating: true },
+          { ready: false, serving: false, terminating: true },
+        ]));
+        await fails(topo, WEB, 80);
+      });
+
+      await t.step("SIGTERM: exit 0", async () => {
+        const st = await agent.stop();
+        assert.equal(st.code, 0, agent.tail());
+      });
+    } finally {
+      await agent.stop("SIGKILL").catch(() => {});
+      await AgentProcess.run(["--cleanup"]).catch(() => {});
+      await api.close();
+      await Deno.remove(kubeconfig).catch(() => {});
+    }
+  },
+});
