@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { dlopen } from "./native.ts";
+import { lastErrno, libc as lib, strerror } from "./libc.ts";
 
 const ERRNO_CODES: Record<number, string> = {
   1: "EPERM",
@@ -21,23 +21,6 @@ const ERRNO_CODES: Record<number, string> = {
 const O_RDONLY = 0;
 const O_WRONLY = 1;
 const O_CLOEXEC = 0o2000000;
-
-const symbols = {
-  open: { parameters: ["buffer", "i32"], result: "i32" },
-  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
-  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
-  close: { parameters: ["i32"], result: "i32" },
-  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
-  __errno_location: { parameters: [], result: "pointer" },
-  strerror: { parameters: ["i32"], result: "pointer" },
-} as const;
-
-let libc: Deno.DynamicLibrary<typeof symbols> | undefined;
-
-function lib(): Deno.DynamicLibrary<typeof symbols>["symbols"] {
-  libc ??= dlopen("libc.so.6", symbols);
-  return libc.symbols;
-}
 
 /** A failed libc call, with Deno-style `code` (EROFS, EACCES, ...). */
 export class LibcFileError extends Error {
@@ -54,10 +37,8 @@ export class LibcFileError extends Error {
 }
 
 function fail(op: string, path: string): never {
-  const l = lib();
-  const errno = new Deno.UnsafePointerView(l.__errno_location()!).getInt32();
-  const msgPtr = l.strerror(errno);
-  const why = msgPtr ? Deno.UnsafePointerView.getCString(msgPtr) : "unknown error";
+  const errno = lastErrno();
+  const why = strerror(errno);
   const code = ERRNO_CODES[errno] ?? `errno ${errno}`;
   if (errno === 2) throw new Deno.errors.NotFound(`${op} ${path}: ${why}`);
   throw new LibcFileError(code, errno, op, path, why);

@@ -16,6 +16,7 @@ export const LIBRARY_PACKAGES: Readonly<Record<string, string>> = {
   "libnftables.so.1": "Debian/Ubuntu: libnftables1; Fedora/RHEL: nftables",
   "libnetfilter_conntrack.so.3":
     "Debian/Ubuntu: libnetfilter-conntrack3; Fedora/RHEL: libnetfilter_conntrack",
+  "libmnl.so.0": "Debian/Ubuntu: libmnl0; Fedora/RHEL: libmnl",
 };
 
 let configuredDir: string | undefined;

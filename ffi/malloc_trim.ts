@@ -5,29 +5,15 @@
  *
  * @module
  */
-import { dlopen } from "./native.ts";
+import { type Libc, libc } from "./libc.ts";
 
-interface Libc {
-  symbols: {
-    malloc_trim: (pad: number | bigint) => number;
-    mallopt: (param: number, value: number) => number;
-  };
-}
-
-let libc: Libc | null | undefined;
-
+/** libc, or null without glibc (or with native loading refused): then these are no-ops. */
 function openLibc(): Libc | null {
-  if (libc === undefined) {
-    try {
-      libc = dlopen("libc.so.6", {
-        malloc_trim: { parameters: ["usize"], result: "i32" },
-        mallopt: { parameters: ["i32", "i32"], result: "i32" },
-      }) as unknown as Libc;
-    } catch {
-      libc = null;
-    }
+  try {
+    return libc();
+  } catch {
+    return null;
   }
-  return libc;
 }
 
 /** mallopt parameters (malloc.h). */
@@ -44,8 +30,8 @@ const M_MMAP_THRESHOLD = -3;
 export function tuneMalloc(): void {
   const c = openLibc();
   if (c === null) return;
-  c.symbols.mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-  c.symbols.mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+  c.mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  c.mallopt(M_TRIM_THRESHOLD, 128 * 1024);
 }
 
 /**
@@ -61,5 +47,5 @@ export function tuneMalloc(): void {
 export function mallocTrim(): void {
   const gc = (globalThis as { gc?: (options?: unknown) => void }).gc;
   if (typeof gc === "function") gc({ type: "major", execution: "sync", flavor: "last-resort" });
-  openLibc()?.symbols.malloc_trim(0);
+  openLibc()?.malloc_trim(0n);
 }

@@ -286,12 +286,12 @@ export class FfiConntrackClient implements ConntrackClient {
     const { nfct } = this.libs;
     const h = nfct.nfct_open(CONNTRACK, 0);
     if (h === null) {
-      const why = describeErrno(this.libs, lastErrno(this.libs));
+      const why = describeErrno(lastErrno());
       this.close();
       throw new Error(`conntrack: nfct_open failed: ${why}`);
     }
     if (nfct.nfct_callback_register(h, NFCT_T_ALL, this.callback.pointer, null) < 0) {
-      const why = describeErrno(this.libs, lastErrno(this.libs));
+      const why = describeErrno(lastErrno());
       nfct.nfct_close(h);
       this.close();
       throw new Error(`conntrack: nfct_callback_register failed: ${why}`);
@@ -350,7 +350,7 @@ export class FfiConntrackClient implements ConntrackClient {
         new Uint32Array([family === 4 ? AF_INET : AF_INET6]),
       );
       // errno must be read before any other call can overwrite it.
-      if (rc < 0) errno = lastErrno(this.libs);
+      if (rc < 0) errno = lastErrno();
     } finally {
       this.dumping = false;
       this.visit = () => {};
@@ -367,7 +367,7 @@ export class FfiConntrackClient implements ConntrackClient {
       if (errno === EINTR) return { count: this.dumpCount, interrupted: true };
       throw new Error(
         `conntrack dump (IPv${family}) failed after ${this.dumpCount} entries: ${
-          describeErrno(this.libs, errno)
+          describeErrno(errno)
         }`,
       );
     }
@@ -496,7 +496,7 @@ export class FfiConntrackClient implements ConntrackClient {
         if (nfct.nfct_nlmsg_build(Deno.UnsafePointer.offset(this.txPtr!, off), ct) < 0) {
           throw new Error(
             `conntrack delete: nfct_nlmsg_build failed for entry ${start + k}: ${
-              describeErrno(this.libs, lastErrno(this.libs))
+              describeErrno(lastErrno())
             }`,
           );
         }
@@ -512,7 +512,7 @@ export class FfiConntrackClient implements ConntrackClient {
       if (mnl.mnl_socket_sendto(this.mnlSocket, this.tx, BigInt(off)) < 0) {
         throw new Error(
           `conntrack delete: sending ${k} requests failed after ${result.deleted} deletes: ${
-            describeErrno(this.libs, lastErrno(this.libs))
+            describeErrno(lastErrno())
           }`,
         );
       }
@@ -529,17 +529,17 @@ export class FfiConntrackClient implements ConntrackClient {
         if (j >= k || reported[j] !== 0 || errno === 0) return;
         reported[j] = 1;
         failures++;
-        result.failed.push({ entry: entries[start + j], error: describeErrno(this.libs, errno) });
+        result.failed.push({ entry: entries[start + j], error: describeErrno(errno) });
       };
       while (!fenced) {
         const got = Number(mnl.mnl_socket_recvfrom(this.mnlSocket, this.rx, BigInt(RX_BUF)));
         if (got < 0) {
-          const errno = lastErrno(this.libs);
+          const errno = lastErrno();
           if (errno === EINTR) continue;
           // Timed out or replies dropped: what happened to the rest is unknown.
           const why = errno === EAGAIN
             ? "no reply from the kernel within 5 s"
-            : describeErrno(this.libs, errno);
+            : describeErrno(errno);
           for (let j = 0; j < k; j++) {
             if (reported[j] === 0) {
               result.failed.push({ entry: entries[start + j], error: `unknown outcome: ${why}` });
@@ -567,7 +567,7 @@ export class FfiConntrackClient implements ConntrackClient {
       this.queryHandle = n.nfct_open(CONNTRACK, 0);
       if (this.queryHandle === null) {
         throw new Error(
-          `conntrack delete: nfct_open failed: ${describeErrno(this.libs, lastErrno(this.libs))}`,
+          `conntrack delete: nfct_open failed: ${describeErrno(lastErrno())}`,
         );
       }
     }
@@ -578,7 +578,7 @@ export class FfiConntrackClient implements ConntrackClient {
       if (rc < 0) {
         result.failed.push({
           entry: entries[i],
-          error: describeErrno(this.libs, lastErrno(this.libs)),
+          error: describeErrno(lastErrno()),
         });
       } else {
         result.deleted++;

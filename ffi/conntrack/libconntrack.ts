@@ -1,11 +1,13 @@
 /**
- * Raw bindings to libnetfilter_conntrack.so.3 (1.0.9), libmnl.so.0 and the
- * few libc calls the conntrack client needs (errno, strerror, setsockopt).
+ * Raw bindings to libnetfilter_conntrack.so.3 (1.0.9), with the shared
+ * libmnl (../netlink/libmnl.ts) and libc (../libc.ts) the conntrack client uses.
  * Enum values were measured on the target systems (see platform-notes).
  *
  * @module
  */
 import { openLibrary } from "../libpath.ts";
+import { type Libc, libc, strerror } from "../libc.ts";
+import { libmnl, type Mnl } from "../netlink/libmnl.ts";
 
 /** `nfct_open` subsystem id for conntrack entries. */
 export const CONNTRACK = 1;
@@ -74,31 +76,11 @@ const NFCT_SYMBOLS = {
   nfct_nlmsg_build: { parameters: ["pointer", "pointer"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
-const MNL_SYMBOLS = {
-  mnl_socket_open: { parameters: ["i32"], result: "pointer" },
-  mnl_socket_bind: { parameters: ["pointer", "u32", "i32"], result: "i32" },
-  mnl_socket_get_fd: { parameters: ["pointer"], result: "i32" },
-  mnl_socket_get_portid: { parameters: ["pointer"], result: "u32" },
-  mnl_socket_setsockopt: {
-    parameters: ["pointer", "i32", "buffer", "u32"],
-    result: "i32",
-  },
-  mnl_socket_sendto: { parameters: ["pointer", "buffer", "usize"], result: "isize" },
-  mnl_socket_recvfrom: { parameters: ["pointer", "buffer", "usize"], result: "isize" },
-  mnl_socket_close: { parameters: ["pointer"], result: "i32" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-const LIBC_SYMBOLS = {
-  __errno_location: { parameters: [], result: "pointer" },
-  strerror: { parameters: ["i32"], result: "pointer" },
-  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
 /** The three opened libraries. */
 export interface ConntrackLibs {
   nfct: Deno.DynamicLibrary<typeof NFCT_SYMBOLS>["symbols"];
-  mnl: Deno.DynamicLibrary<typeof MNL_SYMBOLS>["symbols"];
-  libc: Deno.DynamicLibrary<typeof LIBC_SYMBOLS>["symbols"];
+  mnl: Mnl;
+  libc: Libc;
 }
 
 let cached: ConntrackLibs | undefined;
@@ -111,21 +93,11 @@ let cached: ConntrackLibs | undefined;
 export function loadConntrackLibs(): ConntrackLibs {
   if (cached !== undefined) return cached;
   const nfct = openLibrary("libnetfilter_conntrack.so.3", NFCT_SYMBOLS).symbols;
-  const mnl = openLibrary(
-    "libmnl.so.0",
-    MNL_SYMBOLS,
-    "Debian/Ubuntu: libmnl0; Fedora/RHEL: libmnl",
-  ).symbols;
-  const libc = openLibrary("libc.so.6", LIBC_SYMBOLS, "the C library (glibc)").symbols;
-  cached = { nfct, mnl, libc };
+  cached = { nfct, mnl: libmnl(), libc: libc() };
   return cached;
 }
 
-/** Reads the calling thread's errno. Call it right after the failing FFI call. */
-export function lastErrno(libs: ConntrackLibs): number {
-  const p = libs.libc.__errno_location();
-  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
-}
+export { lastErrno } from "../libc.ts";
 
 /** Symbolic names of the errno values netlink and conntrack produce. */
 const ERRNO_NAMES: Readonly<Record<number, string>> = {
@@ -156,8 +128,7 @@ export function errnoName(errno: number): string {
 }
 
 /** `ENOENT (No such file or directory)`: name plus libc's description. */
-export function describeErrno(libs: ConntrackLibs, errno: number): string {
-  const p = libs.libc.strerror(errno);
-  const text = p === null ? "" : new Deno.UnsafePointerView(p).getCString();
+export function describeErrno(errno: number): string {
+  const text = strerror(errno);
   return text === "" ? errnoName(errno) : `${errnoName(errno)} (${text})`;
 }

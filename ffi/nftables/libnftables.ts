@@ -5,8 +5,8 @@
  *
  * @module
  */
-import { dlopen } from "../native.ts";
 import { openLibrary } from "../libpath.ts";
+import { libc } from "../libc.ts";
 
 /** Output flags of `nft_ctx_output_set_flags` (libnftables.h). */
 export const OutputFlag = {
@@ -49,16 +49,7 @@ export const SYMBOLS = {
   },
 } as const satisfies Deno.ForeignLibraryInterface;
 
-/** libc calls used to hand libnftables a script as an in-memory file. */
-const LIBC_SYMBOLS = {
-  memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
-  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
-  close: { parameters: ["i32"], result: "i32" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
 const MFD_CLOEXEC = 1;
-
-let libc: Deno.DynamicLibrary<typeof LIBC_SYMBOLS> | undefined;
 
 /** The opened library. */
 export type NftLib = Deno.DynamicLibrary<typeof SYMBOLS>;
@@ -157,14 +148,14 @@ export class NftContext {
    */
   async runAsFile(script: string): Promise<RunResult> {
     const ptr = this.ptr;
-    libc ??= dlopen("libc.so.6", LIBC_SYMBOLS);
-    const fd = libc.symbols.memfd_create(cstring("knp-nft-script"), MFD_CLOEXEC);
+    const c = libc();
+    const fd = c.memfd_create(cstring("knp-nft-script"), MFD_CLOEXEC);
     if (fd < 0) throw new Error("memfd_create failed");
     try {
       const bytes = encoder.encode(script);
       let off = 0;
       while (off < bytes.length) {
-        const n = Number(libc.symbols.write(fd, bytes.subarray(off), BigInt(bytes.length - off)));
+        const n = Number(c.write(fd, bytes.subarray(off), BigInt(bytes.length - off)));
         if (n <= 0) throw new Error("write to memfd failed");
         off += n;
       }
@@ -177,7 +168,7 @@ export class NftContext {
         this.#inflight = null;
       }
     } finally {
-      libc.symbols.close(fd);
+      c.close(fd);
     }
   }
 

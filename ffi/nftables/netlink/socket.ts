@@ -1,13 +1,13 @@
 /**
- * A NETLINK_NETFILTER socket (through libmnl, which libnftables needs
- * anyway) that sends one nf_tables batch and collects its acks. The send
+ * A NETLINK_NETFILTER socket (through libmnl, ../../netlink/libmnl.ts) that sends one nf_tables batch and collects its acks. The send
  * runs on a worker thread (`nonblocking`): the kernel applies the batch
  * inside the call, which takes ~0.15 s for 50k elements, and the event loop
  * must keep serving meanwhile.
  *
  * @module
  */
-import { openLibrary } from "../../libpath.ts";
+import { lastErrno, libc, strerror } from "../../libc.ts";
+import { libmnl } from "../../netlink/libmnl.ts";
 import { type Batch, parseAcks } from "./codec.ts";
 
 const NETLINK_NETFILTER = 12;
@@ -20,52 +20,9 @@ const NETLINK_CAP_ACK = 10;
 const EINTR = 4;
 const RX = 1 << 18;
 
-const SYMBOLS = {
-  mnl_socket_open: { parameters: ["i32"], result: "pointer" },
-  mnl_socket_bind: { parameters: ["pointer", "u32", "i32"], result: "i32" },
-  mnl_socket_get_fd: { parameters: ["pointer"], result: "i32" },
-  mnl_socket_sendto: {
-    parameters: ["pointer", "buffer", "usize"],
-    result: "isize",
-    nonblocking: true,
-  },
-  // The same call, blocking: a dump request is small and answered at once.
-  mnl_socket_sendto_sync: {
-    name: "mnl_socket_sendto",
-    parameters: ["pointer", "buffer", "usize"],
-    result: "isize",
-  },
-  mnl_socket_recvfrom: { parameters: ["pointer", "buffer", "usize"], result: "isize" },
-  mnl_socket_close: { parameters: ["pointer"], result: "i32" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-const LIBC = {
-  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
-  __errno_location: { parameters: [], result: "pointer" },
-  strerror: { parameters: ["i32"], result: "pointer" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-type Mnl = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
-type Libc = Deno.DynamicLibrary<typeof LIBC>["symbols"];
-let libs: { mnl: Mnl; libc: Libc } | undefined;
-
-function open(): { mnl: Mnl; libc: Libc } {
-  libs ??= {
-    mnl: openLibrary("libmnl.so.0", SYMBOLS, "Debian/Ubuntu: libmnl0; Fedora/RHEL: libmnl").symbols,
-    libc: openLibrary("libc.so.6", LIBC, "the C library").symbols,
-  };
-  return libs;
-}
-
 /** The text of an errno, as strerror(3) says it (the words libnftables errors use too). */
 export function errnoText(errno: number): string {
-  const p = open().libc.strerror(errno);
-  return p === null ? `errno ${errno}` : new Deno.UnsafePointerView(p).getCString();
-}
-
-function errno(libc: Libc): number {
-  const p = libc.__errno_location();
-  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
+  return strerror(errno);
 }
 
 /** Per message of a batch, the errno the kernel reported (0: applied). */
@@ -82,40 +39,40 @@ export class NetfilterSocket {
   #sndbuf = 0;
 
   constructor() {
-    const { mnl, libc } = open();
+    const mnl = libmnl(), c = libc();
     const nl = mnl.mnl_socket_open(NETLINK_NETFILTER);
-    if (nl === null) throw new Error(`netlink socket: ${errnoText(errno(libc))}`);
+    if (nl === null) throw new Error(`netlink socket: ${errnoText(lastErrno())}`);
     if (mnl.mnl_socket_bind(nl, 0, 0) < 0) {
-      const why = errnoText(errno(libc));
+      const why = errnoText(lastErrno());
       mnl.mnl_socket_close(nl);
       throw new Error(`netlink bind: ${why}`);
     }
     this.#nl = nl;
     this.#fd = mnl.mnl_socket_get_fd(nl);
     // Acks without the echoed request; never wait forever for one.
-    libc.setsockopt(this.#fd, SOL_NETLINK, NETLINK_CAP_ACK, new Int32Array([1]), 4);
-    libc.setsockopt(this.#fd, SOL_SOCKET, SO_RCVBUFFORCE, new Int32Array([4 << 20]), 4);
-    libc.setsockopt(this.#fd, SOL_SOCKET, SO_RCVTIMEO, new BigInt64Array([10n, 0n]), 16);
+    c.setsockopt(this.#fd, SOL_NETLINK, NETLINK_CAP_ACK, new Int32Array([1]), 4);
+    c.setsockopt(this.#fd, SOL_SOCKET, SO_RCVBUFFORCE, new Int32Array([4 << 20]), 4);
+    c.setsockopt(this.#fd, SOL_SOCKET, SO_RCVTIMEO, new BigInt64Array([10n, 0n]), 16);
   }
 
   /** Sends a batch (one skb: the kernel applies all of it or none) and reads its acks. */
   async send(batch: Batch): Promise<BatchResult> {
-    const { mnl, libc } = open();
+    const mnl = libmnl(), c = libc();
     if (batch.bytes.length > this.#sndbuf) {
       // A batch must fit the send buffer whole (netlink takes one skb).
       this.#sndbuf = batch.bytes.length + (1 << 16);
-      libc.setsockopt(this.#fd, SOL_SOCKET, SO_SNDBUFFORCE, new Int32Array([this.#sndbuf]), 4);
+      c.setsockopt(this.#fd, SOL_SOCKET, SO_SNDBUFFORCE, new Int32Array([this.#sndbuf]), 4);
     }
     const sent = Number(
-      await mnl.mnl_socket_sendto(this.#nl, batch.bytes, BigInt(batch.bytes.length)),
+      await mnl.mnl_socket_sendto_async(this.#nl, batch.bytes, BigInt(batch.bytes.length)),
     );
-    if (sent < 0) throw new Error(`netlink send: ${errnoText(errno(libc))}`);
+    if (sent < 0) throw new Error(`netlink send: ${errnoText(lastErrno())}`);
     const acks = new Map<number, number>();
     const view = new DataView(this.#rx.buffer);
     while (acks.size < batch.seqs.length) {
       const got = Number(mnl.mnl_socket_recvfrom(this.#nl, this.#rx, BigInt(RX)));
       if (got < 0) {
-        const e = errno(libc);
+        const e = lastErrno();
         if (e === EINTR) continue;
         throw new Error(`netlink receive: ${errnoText(e)}`);
       }
@@ -129,7 +86,7 @@ export class NetfilterSocket {
   }
 
   close(): void {
-    if (this.#nl !== null) open().mnl.mnl_socket_close(this.#nl);
+    if (this.#nl !== null) libmnl().mnl_socket_close(this.#nl);
     this.#nl = null;
   }
 }
@@ -144,24 +101,24 @@ export function netfilterDump(
   request: Uint8Array,
   parse: (buf: Uint8Array, len: number) => "more" | "done" | number,
 ): void {
-  const { mnl, libc } = open();
+  const mnl = libmnl(), c = libc();
   const nl = mnl.mnl_socket_open(NETLINK_NETFILTER);
-  if (nl === null) throw new Error(`netlink socket: ${errnoText(errno(libc))}`);
+  if (nl === null) throw new Error(`netlink socket: ${errnoText(lastErrno())}`);
   try {
     if (mnl.mnl_socket_bind(nl, 0, 0) < 0) {
-      throw new Error(`netlink bind: ${errnoText(errno(libc))}`);
+      throw new Error(`netlink bind: ${errnoText(lastErrno())}`);
     }
     const fd = mnl.mnl_socket_get_fd(nl);
     // Never wait forever for the rest of a dump.
-    libc.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, new BigInt64Array([5n, 0n]), 16);
-    if (Number(mnl.mnl_socket_sendto_sync(nl, request, BigInt(request.length))) < 0) {
-      throw new Error(`netlink send: ${errnoText(errno(libc))}`);
+    c.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, new BigInt64Array([5n, 0n]), 16);
+    if (Number(mnl.mnl_socket_sendto(nl, request, BigInt(request.length))) < 0) {
+      throw new Error(`netlink send: ${errnoText(lastErrno())}`);
     }
     const rx = new Uint8Array(1 << 16);
     for (;;) {
       const got = Number(mnl.mnl_socket_recvfrom(nl, rx, BigInt(rx.length)));
       if (got < 0) {
-        const e = errno(libc);
+        const e = lastErrno();
         if (e === EINTR) continue;
         throw new Error(`netlink ${what} dump: ${errnoText(e)}`);
       }

@@ -1,0 +1,50 @@
+/**
+ * The one binding of the C library: every libc call this program makes
+ * (allocator tuning, small kernel files, memfd for libnftables' file input,
+ * socket options and errno for netlink), opened once per process through
+ * the {@link dlopen} gate, so KNP_REFUSE_NATIVE=1 refuses it like the rest.
+ *
+ * @module
+ */
+import { dlopen } from "./native.ts";
+
+const SYMBOLS = {
+  malloc_trim: { parameters: ["usize"], result: "i32" },
+  mallopt: { parameters: ["i32", "i32"], result: "i32" },
+  open: { parameters: ["buffer", "i32"], result: "i32" },
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  close: { parameters: ["i32"], result: "i32" },
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
+  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
+  __errno_location: { parameters: [], result: "pointer" },
+  strerror: { parameters: ["i32"], result: "pointer" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The libc symbols bound here. */
+export type Libc = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
+
+let lib: Libc | undefined;
+
+/**
+ * libc.so.6, opened on first use.
+ *
+ * @throws NativeRefusedError under KNP_REFUSE_NATIVE=1, or dlopen's error without glibc.
+ */
+export function libc(): Libc {
+  lib ??= dlopen("libc.so.6", SYMBOLS).symbols;
+  return lib;
+}
+
+/** The calling thread's errno. Read it right after the failing call. */
+export function lastErrno(): number {
+  const p = libc().__errno_location();
+  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32();
+}
+
+/** strerror(3)'s text for `errno` (the words libnftables' messages use too). */
+export function strerror(errno: number): string {
+  const p = libc().strerror(errno);
+  return p === null ? `errno ${errno}` : Deno.UnsafePointerView.getCString(p);
+}
