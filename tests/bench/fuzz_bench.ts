@@ -2,7 +2,7 @@
  * The longer fuzzed-cluster-state run (`deno task bench --fuzz`): many seeds, more steps, every
  * candidate packet traced at every step. With `--kernel` (inside the bench driver's network
  * namespace) every transaction also goes to the real kernel, whose tables must equal
- * FakeNftables' after each step, and the packets are traced through the kernel's listing.
+ * MemoryNftables' after each step, and the packets are traced through the kernel's listing.
  * A failing seed is reported on stderr and the run goes on; the exit code is 1 if any failed.
  *
  * Flags: --seeds=N (default 30), --first=S (first seed, default 1000), --steps=M (default 50),

@@ -1,8 +1,8 @@
 /**
  * Real-kernel run of the nftables contract suite: starts
  * tests/contract/real_contract_test.ts inside a fresh network namespace with
- * KNP_IN_TEST_NETNS=1, so the same cases that FakeNftables passes
- * (ffi/nftables/fake_contract_test.ts) are checked against the kernel, and the raw
+ * KNP_IN_TEST_NETNS=1, so the same cases that MemoryNftables passes
+ * (ffi/nftables/memory/contract_test.ts) are checked against the kernel, and the raw
  * netlink element path against libnftables (tests/contract/raw_elements_test.ts).
  *
  * @module

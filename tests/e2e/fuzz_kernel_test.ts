@@ -1,7 +1,7 @@
 /**
  * Fuzzed cluster states on the real kernel, outer half: runs tests/e2e/fuzz_kernel_inner.ts
  * inside a fresh network namespace (KNP_IN_TEST_NETNS=1). There every transaction the fuzzer's
- * agent builds is applied to the kernel and to FakeNftables; the kernel must accept each one,
+ * agent builds is applied to the kernel and to MemoryNftables; the kernel must accept each one,
  * its listed tables must equal the fake's after every step, and packets traced through the
  * kernel's listing must match the reference model.
  *

@@ -1,6 +1,6 @@
 /**
  * Fuzzed cluster states (issue 11): random valid clusters and change sequences through the
- * agent's pipeline into FakeNftables; after every step the packet tracer agrees with the
+ * agent's pipeline into MemoryNftables; after every step the packet tracer agrees with the
  * independent reference model and partial syncs equal a cold start. Fixed seeds; the longer run
  * is `deno task bench --fuzz`.
  */

@@ -1,6 +1,6 @@
 /**
  * The fuzzed-cluster-state property against the real kernel: each family's client applies
- * every transaction to the kernel (through libnftables) and to a FakeNftables, and fails the
+ * every transaction to the kernel (through libnftables) and to a MemoryNftables, and fails the
  * run the moment the two disagree on accepting it. Reads come from the kernel, so the proxier's
  * full syncs and the packet tracer see what the kernel lists back; the fake is kept for the
  * partial-vs-cold-start comparison. After each step the kernel's tables are compared with the
@@ -10,7 +10,7 @@
  */
 import assert from "node:assert/strict";
 import { openNftables } from "../../ffi/nftables/client.ts";
-import { FakeNftables } from "../../ffi/nftables/fake.ts";
+import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import {
   type Chain,
   type Element,
@@ -30,13 +30,13 @@ import type { FuzzOptions } from "./property.ts";
 
 /** Runs every transaction on the kernel and on a fake; both must accept it, or both refuse it. */
 export class TeeClient implements NftablesClient {
-  readonly fake: FakeNftables;
+  readonly fake: MemoryNftables;
   /** Transactions the kernel accepted, and their operations. */
   txs = 0;
   ops = 0;
 
   constructor(readonly real: NftablesClient) {
-    this.fake = new FakeNftables(real.family, real.table);
+    this.fake = new MemoryNftables(real.family, real.table);
   }
   get family(): Family {
     return this.real.family;
@@ -52,11 +52,11 @@ export class TeeClient implements NftablesClient {
       // The kernel refusing a transaction the agent built is the failure this test looks for.
       throw new Error(
         `the kernel refused a ${tx.size}-operation transaction: ${String(re)}` +
-          (fe === undefined ? " (FakeNftables accepted it)" : `; FakeNftables: ${String(fe)}`),
+          (fe === undefined ? " (MemoryNftables accepted it)" : `; MemoryNftables: ${String(fe)}`),
       );
     }
     if (fe !== undefined) {
-      throw new Error(`FakeNftables refused a transaction the kernel accepted: ${String(fe)}`);
+      throw new Error(`MemoryNftables refused a transaction the kernel accepted: ${String(fe)}`);
     }
     this.txs++;
     this.ops += tx.size;
@@ -123,7 +123,7 @@ export async function kernelFuzzOptions(): Promise<{
           assert.deepEqual(
             summarize(await tees[f].real.list()),
             summarize(tees[f].fake.state()),
-            `step ${step}: the kernel's IPv${f} table differs from FakeNftables'`,
+            `step ${step}: the kernel's IPv${f} table differs from MemoryNftables'`,
           );
         }
       },

@@ -3,7 +3,7 @@
  * the API objects that showed it and traced through the agent's pipeline.
  */
 import assert from "node:assert/strict";
-import type { FakeNftables } from "../../ffi/nftables/fake.ts";
+import type { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import { tableReader } from "../../proxier/nftables/trace/reader.ts";
 import { type Packet, trace } from "../../proxier/nftables/trace/tracer.ts";
 import type { ProxierConfig } from "../../proxier/model.ts";
@@ -73,7 +73,7 @@ async function program(objs: [WorldEvent["kind"], Obj][]) {
     objs.map(([kind, obj]) => ({ kind, type: "ADDED", obj })),
   );
   assert.deepEqual(p.complaints, []);
-  const reader = tableReader((p.clients[4] as FakeNftables).state()!);
+  const reader = tableReader((p.clients[4] as MemoryNftables).state()!);
   return async (from: Packet["from"], src: string, dst: string, dport: number) => {
     const r = await trace(reader, { from, src, dst, proto: "udp", dport }, {
       nodeIPs: [NET.nodeIP[4]],

@@ -1,6 +1,6 @@
 /**
  * Read-only access to a ruleset for the packet tracer: from a
- * {@link TableState} (what FakeNftables holds, or a dry run), or from the
+ * {@link TableState} (what MemoryNftables holds, or a dry run), or from the
  * live kernel through an {@link NftablesClient}, fetching only the chains and
  * elements a packet meets (`list chain`, `get element`) so tracing stays
  * cheap on a node with 300k elements.

@@ -134,7 +134,7 @@ function state4(): ProxyState {
   };
 }
 
-/** Programs the state through a real sync into FakeNftables (which validates references) and traces the result. */
+/** Programs the state through a real sync into MemoryNftables (which validates references) and traces the result. */
 async function tracerFor(cfg: Partial<ProxierConfig> = {}, st: ProxyState = state4()) {
   const { fake } = await programFake(st, { ...BASE_CFG, ...cfg });
   const reader = tableReader(fake.state()!);

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import { FakeNftables } from "./fake.ts";
-import { renderOperation } from "./script.ts";
-import { NftablesError, Transaction } from "./types.ts";
+import { MemoryNftables } from "./client.ts";
+import { renderOperation } from "../script.ts";
+import { NftablesError, Transaction } from "../types.ts";
 
 const tx = () => new Transaction();
 
-async function rejects(f: FakeNftables, t: Transaction): Promise<NftablesError> {
+async function rejects(f: MemoryNftables, t: Transaction): Promise<NftablesError> {
   let err: unknown;
   try {
     await f.run(t);
@@ -64,7 +64,7 @@ function sample(): Transaction {
 }
 
 Deno.test("dump is stable: sorted sets, maps, chains and elements; no handles", async () => {
-  const f = new FakeNftables("ip", "kube-proxy");
+  const f = new MemoryNftables("ip", "kube-proxy");
   await f.run(sample());
   assert.equal(
     f.dump(),
@@ -107,7 +107,7 @@ Deno.test("dump is stable: sorted sets, maps, chains and elements; no handles", 
 `,
   );
   // The same content built in another order dumps identically.
-  const g = new FakeNftables("ip", "kube-proxy");
+  const g = new MemoryNftables("ip", "kube-proxy");
   await g.run(tx().add({ kind: "table", comment: "rules for kube-proxy" }));
   await g.run(new Transaction());
   const rest = sample().ops.slice(1).reverse();
@@ -118,11 +118,11 @@ Deno.test("dump is stable: sorted sets, maps, chains and elements; no handles", 
   }
   await g.run(ordered);
   assert.equal(g.dump(), f.dump());
-  assert.equal(new FakeNftables("ip6", "x").dump(), "");
+  assert.equal(new MemoryNftables("ip6", "x").dump(), "");
 });
 
 Deno.test("lastTransaction, opCounts and failedRuns record every run", async () => {
-  const f = new FakeNftables("ip", "t");
+  const f = new MemoryNftables("ip", "t");
   assert.equal(f.lastOpCount, 0);
   const t1 = sample();
   await f.run(t1);
@@ -146,7 +146,7 @@ Deno.test("lastTransaction, opCounts and failedRuns record every run", async () 
 });
 
 Deno.test("errors carry the failing op index and its rendering; nothing is applied", async () => {
-  const f = new FakeNftables("ip", "t");
+  const f = new MemoryNftables("ip", "t");
   await f.run(sample());
   const before = f.dump();
   const bad = tx()
@@ -161,7 +161,7 @@ Deno.test("errors carry the failing op index and its rendering; nothing is appli
 });
 
 Deno.test("a failed transaction does not burn rule handles", async () => {
-  const f = new FakeNftables("ip", "t");
+  const f = new MemoryNftables("ip", "t");
   await f.run(tx().add({ kind: "table" }).add({ kind: "chain", name: "a" }));
   await rejects(
     f,
@@ -176,7 +176,7 @@ Deno.test("a failed transaction does not burn rule handles", async () => {
 });
 
 Deno.test("state() returns copies and moves a body comment into `comment`", async () => {
-  const f = new FakeNftables("ip", "t");
+  const f = new MemoryNftables("ip", "t");
   await f.run(sample());
   const st = f.state()!;
   const rule = st.chains.get("svc-b")!.rules[0];
@@ -202,7 +202,7 @@ Deno.test("state() returns copies and moves a body comment into `comment`", asyn
 });
 
 Deno.test("elements are stored in canonical form", async () => {
-  const f = new FakeNftables("ip6", "t");
+  const f = new MemoryNftables("ip6", "t");
   await f.run(
     tx().add({ kind: "table" })
       .add({ kind: "set", name: "a", type: "ipv6_addr", flags: ["interval"] })
@@ -259,7 +259,7 @@ Deno.test("elements are stored in canonical form", async () => {
 });
 
 Deno.test("bad input gets a clear error", async () => {
-  const f = new FakeNftables("ip", "t");
+  const f = new MemoryNftables("ip", "t");
   await f.run(tx().add({ kind: "table" }).add({ kind: "chain", name: "a" }));
   const cases: [Transaction, RegExp][] = [
     [tx().add({ kind: "set", name: "s", type: "ipv4_address" }), /unknown datatype "ipv4_address"/],
@@ -301,14 +301,14 @@ Deno.test("bad input gets a clear error", async () => {
 });
 
 Deno.test("close() makes later use throw", async () => {
-  const f = new FakeNftables("ip", "t");
+  const f = new MemoryNftables("ip", "t");
   f.close();
   await assert.rejects(f.run(tx().add({ kind: "table" })), /after close/);
   assert.throws(() => f.state(), /after close/);
 });
 
 Deno.test("a small change to a large table is cheap (copy-on-write)", async () => {
-  const f = new FakeNftables("ip", "kube-proxy");
+  const f = new MemoryNftables("ip", "kube-proxy");
   const big = tx().add({ kind: "table" })
     .add({ kind: "chain", name: "pre", type: "nat", hook: "prerouting", priority: -100 })
     .add({
