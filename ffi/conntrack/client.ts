@@ -24,13 +24,23 @@ import {
   describeErrno,
   lastErrno,
   loadConntrackLibs,
-  NETLINK_NETFILTER,
   NFCT_CB_CONTINUE,
   NFCT_CB_STOP,
   NFCT_Q_DESTROY,
   NFCT_Q_DUMP,
   NFCT_T_ALL,
 } from "./libconntrack.ts";
+import {
+  align4,
+  NFNL_HDRLEN,
+  NLM_F_ACK,
+  NLM_F_REQUEST,
+  NLMSG_HDRLEN,
+  NLMSG_NOOP,
+  parseAcks,
+  putHeader,
+} from "../netlink/message.ts";
+import { openNetfilter } from "../netlink/socket.ts";
 import type { ConntrackClient, ConntrackEntry, DeleteResult, DumpResult } from "./types.ts";
 import { emptyConntrackEntry } from "./types.ts";
 
@@ -73,24 +83,15 @@ export function parseIpv4(s: string): number {
 }
 
 // ---------------------------------------------------------------------------
-// Pure helpers: netlink framing for ctnetlink delete requests and their acks.
+// Pure helpers: ctnetlink delete requests (framing and acks: ../netlink/message.ts).
 // ---------------------------------------------------------------------------
 
 /** nlmsghdr (16) + nfgenmsg (4). */
-export const NLMSG_CT_HDRLEN = 20;
+export const NLMSG_CT_HDRLEN = NFNL_HDRLEN;
 /** `(NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE`. */
 export const CT_DELETE_TYPE = (1 << 8) | 2;
-const NLM_F_REQUEST = 1;
-const NLM_F_ACK = 4;
-const NLMSG_NOOP = 1;
-const NLMSG_ERROR = 2;
 /** ctnetlink attribute carrying the conntrack id (u32, big-endian). */
 export const CTA_ID = 12;
-
-/** Rounds a netlink length up to the 4-byte alignment. */
-export function nlAlign(n: number): number {
-  return (n + 3) & ~3;
-}
 
 /**
  * Writes the nlmsghdr + nfgenmsg of a conntrack delete request at `off`
@@ -104,14 +105,8 @@ export function putDeleteHeader(
   af: number,
   ack = false,
 ): void {
-  dv.setUint32(off, NLMSG_CT_HDRLEN, LITTLE_ENDIAN);
-  dv.setUint16(off + 4, CT_DELETE_TYPE, LITTLE_ENDIAN);
-  dv.setUint16(off + 6, NLM_F_REQUEST | (ack ? NLM_F_ACK : 0), LITTLE_ENDIAN);
-  dv.setUint32(off + 8, seq >>> 0, LITTLE_ENDIAN);
-  dv.setUint32(off + 12, 0, LITTLE_ENDIAN); // to the kernel
-  dv.setUint8(off + 16, af);
-  dv.setUint8(off + 17, 0); // NFNETLINK_V0
-  dv.setUint16(off + 18, 0); // res_id, big-endian
+  const flags = NLM_F_REQUEST | (ack ? NLM_F_ACK : 0);
+  putHeader(dv, off, NLMSG_CT_HDRLEN, CT_DELETE_TYPE, flags, seq, af);
 }
 
 /**
@@ -120,12 +115,8 @@ export function putDeleteHeader(
  * arrives after the error reports of every delete sent before it: a fence.
  */
 export function putFence(dv: DataView, off: number, seq: number): number {
-  dv.setUint32(off, 16, LITTLE_ENDIAN);
-  dv.setUint16(off + 4, NLMSG_NOOP, LITTLE_ENDIAN);
-  dv.setUint16(off + 6, NLM_F_REQUEST | NLM_F_ACK, LITTLE_ENDIAN);
-  dv.setUint32(off + 8, seq >>> 0, LITTLE_ENDIAN);
-  dv.setUint32(off + 12, 0, LITTLE_ENDIAN);
-  return 16;
+  putHeader(dv, off, NLMSG_HDRLEN, NLMSG_NOOP, NLM_F_REQUEST | NLM_F_ACK, seq);
+  return NLMSG_HDRLEN;
 }
 
 /**
@@ -134,39 +125,13 @@ export function putFence(dv: DataView, off: number, seq: number): number {
  */
 export function appendIdAttr(dv: DataView, off: number, id: number): number {
   const len = dv.getUint32(off, LITTLE_ENDIAN);
-  const at = off + nlAlign(len);
+  const at = off + align4(len);
   dv.setUint16(at, 8, LITTLE_ENDIAN);
   dv.setUint16(at + 2, CTA_ID, LITTLE_ENDIAN);
   dv.setUint32(at + 4, id >>> 0, false);
-  const newLen = nlAlign(len) + 8;
+  const newLen = align4(len) + 8;
   dv.setUint32(off, newLen, LITTLE_ENDIAN);
   return newLen;
-}
-
-/**
- * Walks the netlink messages in `dv[0, len)` and reports each ack
- * (NLMSG_ERROR) as `(seq, errno)`, errno 0 meaning success. Returns the
- * number of acks seen. Throws on a malformed buffer.
- */
-export function parseAcks(
-  dv: DataView,
-  len: number,
-  onAck: (seq: number, errno: number) => void,
-): number {
-  let off = 0;
-  let acks = 0;
-  while (off + 16 <= len) {
-    const mlen = dv.getUint32(off, LITTLE_ENDIAN);
-    if (mlen < 16 || off + mlen > len) {
-      throw new Error(`malformed netlink reply: message length ${mlen} at offset ${off} of ${len}`);
-    }
-    if (dv.getUint16(off + 4, LITTLE_ENDIAN) === NLMSG_ERROR && mlen >= 20) {
-      onAck(dv.getUint32(off + 8, LITTLE_ENDIAN), -dv.getInt32(off + 16, LITTLE_ENDIAN) | 0);
-      acks++;
-    }
-    off += nlAlign(mlen);
-  }
-  return acks;
 }
 
 /** Checks an entry and says what is wrong with it, or returns undefined. */
@@ -210,10 +175,6 @@ const TX_BUF = 64 * 1024;
 const MAX_MSG = 512;
 const RX_BUF = 64 * 1024;
 const RCVBUF = 1 << 20;
-const SOL_SOCKET = 1;
-const SO_RCVTIMEO = 20;
-const SO_RCVBUFFORCE = 33;
-const NETLINK_CAP_ACK = 10;
 
 /** Delete requests validated and converted to wire values, before anything is sent. */
 interface EncodedDeletes {
@@ -264,7 +225,7 @@ export class FfiConntrackClient implements ConntrackClient {
   /** Opens the handles; prefer {@link openConntrack}. */
   constructor(opts: OpenConntrackOptions = {}) {
     this.libs = loadConntrackLibs();
-    const { nfct, mnl } = this.libs;
+    const { nfct } = this.libs;
     this.callback = new Deno.UnsafeCallback(
       { parameters: ["i32", "pointer", "pointer"], result: "i32" } as const,
       (_type, ct) => this.onEntry(ct),
@@ -278,7 +239,7 @@ export class FfiConntrackClient implements ConntrackClient {
     }
     nfct.nfct_set_attr_u8(this.ct4, ATTR.ORIG_L3PROTO, AF_INET);
     nfct.nfct_set_attr_u8(this.ct6, ATTR.ORIG_L3PROTO, AF_INET6);
-    this.exactDeletes = opts.exactDeletes !== false && this.openMnl(mnl);
+    this.exactDeletes = opts.exactDeletes !== false && this.openMnl();
   }
 
   /** Opens a libnetfilter_conntrack handle with the dump callback registered. */
@@ -300,25 +261,16 @@ export class FfiConntrackClient implements ConntrackClient {
   }
 
   /** Opens the delete socket; false (and the nfct_query fallback) when that fails. */
-  private openMnl(mnl: ConntrackLibs["mnl"]): boolean {
-    const nl = mnl.mnl_socket_open(NETLINK_NETFILTER);
-    if (nl === null) return false;
-    if (mnl.mnl_socket_bind(nl, 0, 0) < 0) {
-      mnl.mnl_socket_close(nl);
+  private openMnl(): boolean {
+    try {
+      // Error reports without the echoed request keep a batch of failures small,
+      // and a roomy receive buffer keeps the kernel from dropping any of them
+      // (it needs CAP_NET_ADMIN, which conntrack access needs anyway).
+      this.mnlSocket = openNetfilter({ timeoutSec: 5, rcvbuf: RCVBUF, capAck: true }).nl;
+      return true;
+    } catch {
       return false;
     }
-    // Error reports without the echoed request keep a batch of failures small,
-    // and a roomy receive buffer keeps the kernel from dropping any of them
-    // (it needs CAP_NET_ADMIN, which conntrack access needs anyway).
-    const one = new Int32Array([1]);
-    mnl.mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, one, 4);
-    const fd = mnl.mnl_socket_get_fd(nl);
-    const { setsockopt } = this.libs.libc;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, new Int32Array([RCVBUF]), 4);
-    // Never block forever waiting for a reply that will not come.
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, new BigInt64Array([5n, 0n]), 16);
-    this.mnlSocket = nl;
-    return true;
   }
 
   private assertOpen(): void {
@@ -503,7 +455,7 @@ export class FfiConntrackClient implements ConntrackClient {
         const len = e.id !== 0
           ? appendIdAttr(this.txView, off, e.id)
           : this.txView.getUint32(off, LITTLE_ENDIAN);
-        off += nlAlign(len);
+        off += align4(len);
         k++;
       }
       const fenceSeq = (firstSeq + k) >>> 0;

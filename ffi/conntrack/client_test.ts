@@ -5,8 +5,6 @@ import {
   CTA_ID,
   entryProblem,
   formatIpv4,
-  nlAlign,
-  parseAcks,
   parseIpv4,
   putDeleteHeader,
   putFence,
@@ -74,7 +72,6 @@ Deno.test("putDeleteHeader + appendIdAttr frame a ctnetlink delete with CTA_ID",
   assert.equal(dv.getUint16(8 + 28, LE), 8);
   assert.equal(dv.getUint16(8 + 30, LE), CTA_ID);
   assert.deepEqual(Array.from(buf.subarray(8 + 32, 8 + 36)), [0xde, 0xad, 0xbe, 0xef]);
-  assert.equal(nlAlign(26), 28);
   putDeleteHeader(dv, 0, 5, 10, true);
   assert.equal(dv.getUint16(6, LE), 1 | 4); // NLM_F_REQUEST | NLM_F_ACK
   assert.equal(buf[16], 10);
@@ -87,28 +84,6 @@ Deno.test("putFence writes an acked NLMSG_NOOP", () => {
   assert.equal(dv.getUint16(8, LE), 1); // NLMSG_NOOP
   assert.equal(dv.getUint16(10, LE), 1 | 4);
   assert.equal(dv.getUint32(12, LE), 99);
-});
-
-Deno.test("parseAcks reports each ack's sequence number and errno", () => {
-  const buf = new Uint8Array(36 * 3 + 20);
-  const dv = new DataView(buf.buffer);
-  const ack = (off: number, seq: number, err: number) => {
-    dv.setUint32(off, 36, LE);
-    dv.setUint16(off + 4, 2, LE); // NLMSG_ERROR
-    dv.setUint32(off + 8, seq, LE);
-    dv.setInt32(off + 16, err, LE);
-  };
-  ack(0, 7, 0);
-  ack(36, 8, -2);
-  // A non-ack message in between is skipped.
-  dv.setUint32(72, 20, LE);
-  dv.setUint16(76, 3, LE);
-  ack(92, 9, -1);
-  const seen: [number, number][] = [];
-  assert.equal(parseAcks(dv, buf.length, (s, e) => seen.push([s, e])), 3);
-  assert.deepEqual(seen, [[7, 0], [8, 2], [9, 1]]);
-  dv.setUint32(0, 400, LE);
-  assert.throws(() => parseAcks(dv, buf.length, () => {}), /malformed netlink reply/);
 });
 
 Deno.test("entryProblem names the bad field", () => {

@@ -77,7 +77,7 @@ import { RawElementWriter } from "./netlink/writer.ts";
 import { deleteTableOverNetlink, libnftablesHazard } from "./netlink/set_dump.ts";
 import { dumpRuleCounts } from "./netlink/rule_dump.ts";
 import { lookupElement } from "./netlink/element_get.ts";
-import { errnoText } from "./netlink/socket.ts";
+import { strerror as errnoText } from "../libc.ts";
 import { canonicalIP } from "../../net/ip.ts";
 
 const FAMILIES: readonly Family[] = ["ip", "ip6", "inet"];

@@ -9,12 +9,12 @@ import { e2eTest } from "../netns.ts";
 import {
   appendIdAttr,
   CTA_ID,
-  nlAlign,
   parseIpv4,
   putDeleteHeader,
   swap16,
 } from "../../ffi/conntrack/client.ts";
 import { ATTR, loadConntrackLibs } from "../../ffi/conntrack/libconntrack.ts";
+import { align4 } from "../../ffi/netlink/message.ts";
 
 const LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -45,7 +45,7 @@ e2eTest("nfct_nlmsg_build output plus CTA_ID is a well-formed delete request", (
       const alen = dv.getUint16(off, LE);
       assert.ok(alen >= 4 && off + alen <= len);
       types.push(dv.getUint16(off + 2, LE) & 0x3fff); // strip NLA_F_NESTED
-      off += nlAlign(alen);
+      off += align4(alen);
     }
     assert.equal(off, len);
     // CTA_TUPLE_ORIG (1), CTA_ZONE (18), then our CTA_ID (12); 1.0.9 adds no id itself.

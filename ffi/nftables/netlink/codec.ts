@@ -11,11 +11,21 @@
  * register concatenation; comments go in the element's userdata as nft
  * writes them (TLV type 0, NUL-terminated).
  *
- * Pure: no FFI here (socket.ts sends the bytes).
+ * Pure: no FFI here (ffi/netlink/socket.ts sends the bytes; ffi/netlink/message.ts
+ * holds the framing shared with conntrack).
  *
  * @module
  */
 import { parseIP, parseIPv4Number } from "../../../net/ip.ts";
+import {
+  align4,
+  NLA_F_NESTED,
+  NLM_F_ACK,
+  NLM_F_CREATE,
+  NLM_F_REQUEST,
+  putHeader,
+} from "../../netlink/message.ts";
+import type { AckedBatch } from "../../netlink/socket.ts";
 import type { Element, Map as NftMap, Operation, Set as NftSet } from "../types.ts";
 
 /** One field of a key or value. */
@@ -79,8 +89,6 @@ export function layoutOf(s: NftSet | NftMap): SetLayout | undefined {
 }
 
 const PROTO: Record<string, number> = { tcp: 6, udp: 17, sctp: 132, icmp: 1, "ipv6-icmp": 58 };
-
-const pad4 = (n: number) => (n + 3) & ~3;
 
 /** Writes the IPv4 address in text[from, to) into out at off; false when it is not one. */
 function putIPv4(text: string, from: number, to: number, out: DataView, off: number): boolean {
@@ -150,7 +158,7 @@ function putField(
 
 /** Size in bytes of a key or value of these fields. */
 function valueSize(fields: Field[]): number {
-  return fields.length > 1 ? fields.reduce((n, f) => n + pad4(f.len), 0) : fields[0].len;
+  return fields.length > 1 ? fields.reduce((n, f) => n + align4(f.len), 0) : fields[0].len;
 }
 
 /**
@@ -169,9 +177,9 @@ function putValue(fields: Field[], parts: readonly string[], out: DataView, off:
       const sep = text.indexOf(" . ", from);
       const to = sep < 0 ? text.length : sep;
       const f = fields[fi++];
-      if (concat) { for (let i = f.len; i < pad4(f.len); i++) out.setUint8(off + i, 0); }
+      if (concat) { for (let i = f.len; i < align4(f.len); i++) out.setUint8(off + i, 0); }
       if (!putField(f, text, from, to, out, off)) return false;
-      off += concat ? pad4(f.len) : f.len;
+      off += concat ? align4(f.len) : f.len;
       if (sep < 0) break;
       from = sep + 3;
     }
@@ -191,10 +199,6 @@ const NFNL_MSG_BATCH_BEGIN = 0x10;
 const NFNL_MSG_BATCH_END = 0x11;
 const NFT_MSG_NEWSETELEM = 12;
 const NFT_MSG_DELSETELEM = 14;
-const NLM_F_REQUEST = 0x1;
-const NLM_F_ACK = 0x4;
-const NLM_F_CREATE = 0x400;
-const NLA_F_NESTED = 0x8000;
 const NFTA_SET_ELEM_LIST_TABLE = 1;
 const NFTA_SET_ELEM_LIST_SET = 2;
 const NFTA_SET_ELEM_LIST_ELEMENTS = 3;
@@ -273,7 +277,7 @@ class Writer {
     this.attr(type, z);
   }
   align(): void {
-    const n = pad4(this.off) - this.off;
+    const n = align4(this.off) - this.off;
     this.reserve(n);
     this.buf.fill(0, this.off, this.off + n);
     this.off += n;
@@ -282,13 +286,7 @@ class Writer {
   msg(type: number, flags: number, seq: number, family: number, resId: number): number {
     this.reserve(20);
     const at = this.off;
-    this.view.setUint16(at + 4, type, true);
-    this.view.setUint16(at + 6, flags, true);
-    this.view.setUint32(at + 8, seq, true);
-    this.view.setUint32(at + 12, 0, true);
-    this.view.setUint8(at + 16, family);
-    this.view.setUint8(at + 17, 0);
-    this.view.setUint16(at + 18, resId, false);
+    putHeader(this.view, at, 0, type, flags, seq, family, resId);
     this.off += 20;
     return at;
   }
@@ -298,10 +296,7 @@ class Writer {
 }
 
 /** A netlink batch and the sequence numbers of the messages that carry elements. */
-export interface Batch {
-  bytes: Uint8Array;
-  /** Sequence numbers the kernel must acknowledge. */
-  seqs: number[];
+export interface Batch extends AckedBatch {
   /** For each seq, the index of the first op it carries (to name a failure). */
   firstOp: number[];
 }
@@ -392,24 +387,4 @@ function putElement(w: Writer, e: Element, layout: SetLayout, withData: boolean)
   }
   w.end(el);
   return true;
-}
-
-/** Reads the acks and errors in a receive buffer: `onAck(seq, errno)` for each (errno 0 = ok). */
-export function parseAcks(
-  buf: DataView,
-  len: number,
-  onAck: (seq: number, errno: number) => void,
-): void {
-  const NLMSG_ERROR = 2;
-  for (let off = 0; off + 16 <= len;) {
-    const mlen = buf.getUint32(off, true);
-    const type = buf.getUint16(off + 4, true);
-    if (mlen < 16) break;
-    if (type === NLMSG_ERROR && off + 36 <= len) {
-      const err = buf.getInt32(off + 16, true);
-      const seq = buf.getUint32(off + 16 + 4 + 8, true);
-      onAck(seq, err === 0 ? 0 : -err);
-    }
-    off += pad4(mlen);
-  }
 }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Operation } from "../types.ts";
-import { encodeBatch, encodeValue, layoutOf, parseAcks, parseFields } from "./codec.ts";
+import { encodeBatch, encodeValue, layoutOf, parseFields } from "./codec.ts";
 
 const hex = (b: Uint8Array | undefined) =>
   b === undefined ? undefined : [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
@@ -131,19 +131,4 @@ Deno.test("codec: a batch is begin, one message per run of a verb on a set, end"
     ),
     undefined,
   );
-});
-
-Deno.test("codec: acks and errors are read per sequence number", () => {
-  const buf = new DataView(new ArrayBuffer(72));
-  const put = (off: number, seq: number, err: number) => {
-    buf.setUint32(off, 36, true);
-    buf.setUint16(off + 4, 2, true); // NLMSG_ERROR
-    buf.setInt32(off + 16, err, true);
-    buf.setUint32(off + 28, seq, true);
-  };
-  put(0, 8, 0);
-  put(36, 9, -17);
-  const got: [number, number][] = [];
-  parseAcks(buf, 72, (s, e) => got.push([s, e]));
-  assert.deepEqual(got, [[8, 0], [9, 17]]);
 });

@@ -11,14 +11,18 @@
 import { formatIP, formatIPv6Bytes } from "../../../net/ip.ts";
 import type { Element } from "../types.ts";
 import { encodeValue, type Field, type SetLayout } from "./codec.ts";
-import { netfilterDump } from "./socket.ts";
+import {
+  align4,
+  attributeMap,
+  errnoAt,
+  NLA_F_NESTED,
+  NLM_F_ACK,
+  NLM_F_REQUEST,
+} from "../../netlink/message.ts";
+import { netfilterDump } from "../../netlink/socket.ts";
 
 const NFT_MSG_GETSETELEM = 13;
 const NFT_MSG_NEWSETELEM = 12;
-const NLM_F_REQUEST = 0x1;
-const NLM_F_ACK = 0x4;
-const NLA_F_NESTED = 0x8000;
-const NLMSG_ERROR = 2;
 const FAMILY: Record<string, number> = { ip: 2, ip6: 10, inet: 1 };
 const PROTO_NAME: Record<number, string> = {
   1: "icmp",
@@ -37,10 +41,9 @@ const VERDICT: Record<number, string> = {
 };
 const enc = new TextEncoder();
 const dec = new TextDecoder();
-const pad4 = (n: number) => (n + 3) & ~3;
 
 function attr(type: number, value: Uint8Array, nested = false): Uint8Array {
-  const b = new Uint8Array(pad4(4 + value.length));
+  const b = new Uint8Array(align4(4 + value.length));
   const v = new DataView(b.buffer);
   v.setUint16(0, 4 + value.length, true);
   v.setUint16(2, type | (nested ? NLA_F_NESTED : 0), true);
@@ -83,19 +86,7 @@ export function encodeGetElement(
   return msg;
 }
 
-/** Attributes of a netlink attribute stream, by type (the last one of a type wins). */
-function attrs(buf: Uint8Array, from: number, to: number): Map<number, Uint8Array> {
-  const out = new Map<number, Uint8Array>();
-  const v = new DataView(buf.buffer, buf.byteOffset, buf.length);
-  for (let a = from; a + 4 <= to;) {
-    const len = v.getUint16(a, true);
-    if (len < 4 || a + len > to) break;
-    out.set(v.getUint16(a + 2, true) & 0x7fff, buf.subarray(a + 4, a + len));
-    a += pad4(len);
-  }
-  return out;
-}
-const nested = (b: Uint8Array) => attrs(b, 0, b.length);
+const nested = (b: Uint8Array) => attributeMap(b);
 
 function fieldText(f: Field, b: Uint8Array): string {
   const v = new DataView(b.buffer, b.byteOffset, b.length);
@@ -123,7 +114,7 @@ export function decodeValue(fields: Field[], b: Uint8Array): string[] | undefine
   for (const f of fields) {
     if (off + f.len > b.length) return undefined;
     out.push(fieldText(f, b.subarray(off, off + f.len)));
-    off += concat ? pad4(f.len) : f.len;
+    off += concat ? align4(f.len) : f.len;
   }
   return off === b.length || (!concat && off <= b.length) ? out : undefined;
 }
@@ -162,15 +153,16 @@ export function parseGetElementReply(
     const mlen = v.getUint32(off, true), type = v.getUint16(off + 4, true);
     if (mlen < 16 || off + mlen > len) break;
     if (v.getUint32(off + 8, true) === seq) {
-      if (type === NLMSG_ERROR) {
-        into.errno = Math.abs(v.getInt32(off + 16, true));
+      const errno = errnoAt(v, off);
+      if (errno !== undefined) {
+        into.errno = Math.abs(errno);
       } else if ((type & 0xff) === NFT_MSG_NEWSETELEM) {
-        const list = attrs(buf, off + 20, off + mlen).get(3);
+        const list = attributeMap(buf, off + 20, off + mlen).get(3);
         const el = list && nested(list).get(1);
         if (el !== undefined) into.element = elementOf(nested(el), layout, target, key);
       }
     }
-    off += pad4(mlen);
+    off += align4(mlen);
   }
   return into;
 }

@@ -8,14 +8,13 @@
  *
  * @module
  */
-import { cstr, walkDump } from "./dump_walk.ts";
-import { netfilterDump } from "./socket.ts";
+import { cstr, walkDump } from "../../netlink/dump.ts";
+import { align4, NLM_F_DUMP, NLM_F_REQUEST, putHeader } from "../../netlink/message.ts";
+import { netfilterDump } from "../../netlink/socket.ts";
 
 const NFNL_SUBSYS_NFTABLES = 10;
 const NFT_MSG_NEWRULE = 6;
 const NFT_MSG_GETRULE = 7;
-const NLM_F_REQUEST = 0x1;
-const NLM_F_DUMP = 0x300;
 const NFTA_RULE_TABLE = 1;
 const NFTA_RULE_CHAIN = 2;
 const FAMILY_NUMBER: Record<string, number> = { ip: 2, ip6: 10, inet: 1 };
@@ -28,14 +27,18 @@ export function encodeRuleDumpRequest(family: string, table: string, seq: number
   if (fam === undefined) throw new Error(`rule dump: unknown family ${family}`);
   const name = enc.encode(table + "\0");
   const attrLen = 4 + name.length;
-  const len = 20 + ((attrLen + 3) & ~3);
+  const len = 20 + align4(attrLen);
   const b = new Uint8Array(len);
   const v = new DataView(b.buffer);
-  v.setUint32(0, len, true);
-  v.setUint16(4, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE, true);
-  v.setUint16(6, NLM_F_REQUEST | NLM_F_DUMP, true);
-  v.setUint32(8, seq, true);
-  b[16] = fam; // nfgenmsg: family, version 0, res_id 0
+  putHeader(
+    v,
+    0,
+    len,
+    (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE,
+    NLM_F_REQUEST | NLM_F_DUMP,
+    seq,
+    fam,
+  );
   v.setUint16(20, attrLen, true);
   v.setUint16(22, NFTA_RULE_TABLE, true);
   b.set(name, 24);

@@ -13,7 +13,7 @@ import {
   parseSetDump,
   udataHazard,
 } from "./set_screen.ts";
-import { netfilterDump, NetfilterSocket } from "./socket.ts";
+import { netfilterDump, NetfilterSocket } from "../../netlink/socket.ts";
 
 /** Every set of the namespace (synchronous: a few ms, even with thousands of sets). */
 export function dumpSets(): DumpedSet[] {

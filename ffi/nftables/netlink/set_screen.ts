@@ -26,7 +26,8 @@
  * @module
  */
 import type { Batch } from "./codec.ts";
-import { cstr, walkDump } from "./dump_walk.ts";
+import { cstr, walkDump } from "../../netlink/dump.ts";
+import { align4, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, putHeader } from "../../netlink/message.ts";
 
 /** Expression types (nftables' enum expr_types) whose userdata 1.0.6 can decode. */
 const DECODABLE = new Set([
@@ -171,9 +172,6 @@ const NFT_MSG_DELTABLE = 2;
 const NFT_MSG_GETSET = 10;
 const NFNL_MSG_BATCH_BEGIN = 0x10;
 const NFNL_MSG_BATCH_END = 0x11;
-const NLM_F_REQUEST = 0x1;
-const NLM_F_ACK = 0x4;
-const NLM_F_DUMP = 0x300;
 const NFTA_SET_TABLE = 1;
 const NFTA_SET_NAME = 2;
 const NFTA_SET_USERDATA = 13;
@@ -198,24 +196,11 @@ export interface DumpedSet {
   userdata?: Uint8Array;
 }
 
-function header(out: DataView, len: number, type: number, flags: number, seq: number): void {
-  out.setUint32(0, len, true);
-  out.setUint16(4, type, true);
-  out.setUint16(6, flags, true);
-  out.setUint32(8, seq, true);
-  out.setUint32(12, 0, true);
-}
-
 /** NFT_MSG_GETSET with NLM_F_DUMP for every family (nfgenmsg family AF_UNSPEC). */
 export function encodeSetDumpRequest(seq: number): Uint8Array {
   const b = new Uint8Array(20);
-  header(
-    new DataView(b.buffer),
-    20,
-    (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETSET,
-    NLM_F_REQUEST | NLM_F_DUMP,
-    seq,
-  );
+  const type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETSET;
+  putHeader(new DataView(b.buffer), 0, 20, type, NLM_F_REQUEST | NLM_F_DUMP, seq, 0);
   return b;
 }
 
@@ -248,31 +233,16 @@ export function encodeDeleteTable(family: string, table: string, seq0: number): 
   if (fam === undefined) throw new TypeError(`unsupported family ${family}`);
   const name = new TextEncoder().encode(table);
   const attrLen = 4 + name.length + 1;
-  const attrPadded = (attrLen + 3) & ~3;
+  const attrPadded = align4(attrLen);
   const bytes = new Uint8Array(20 + 20 + attrPadded + 20);
   const view = new DataView(bytes.buffer);
-  const nfgen = (at: number, family: number, resId: number) => {
-    bytes[at] = family;
-    bytes[at + 1] = 0;
-    view.setUint16(at + 2, resId, false);
-  };
-  header(view, 20, NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq0);
-  nfgen(16, 0, NFNL_SUBSYS_NFTABLES);
-  const m = new DataView(bytes.buffer, 20);
-  header(
-    m,
-    20 + attrPadded,
-    (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE,
-    NLM_F_REQUEST |
-      NLM_F_ACK,
-    seq0 + 1,
-  );
-  nfgen(36, fam, 0);
-  m.setUint16(20, attrLen, true);
-  m.setUint16(22, NFTA_TABLE_NAME, true);
+  putHeader(view, 0, 20, NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq0, 0, NFNL_SUBSYS_NFTABLES);
+  const type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE;
+  putHeader(view, 20, 20 + attrPadded, type, NLM_F_REQUEST | NLM_F_ACK, seq0 + 1, fam);
+  view.setUint16(40, attrLen, true);
+  view.setUint16(42, NFTA_TABLE_NAME, true);
   bytes.set(name, 44);
-  const e = new DataView(bytes.buffer, 40 + attrPadded);
-  header(e, 20, NFNL_MSG_BATCH_END, NLM_F_REQUEST, seq0 + 2);
-  nfgen(40 + attrPadded + 16, 0, NFNL_SUBSYS_NFTABLES);
+  const end = 40 + attrPadded;
+  putHeader(view, end, 20, NFNL_MSG_BATCH_END, NLM_F_REQUEST, seq0 + 2, 0, NFNL_SUBSYS_NFTABLES);
   return { bytes, seqs: [seq0 + 1], firstOp: [0] };
 }

@@ -8,7 +8,7 @@
  */
 import type { Map as NftMap, Operation, Set as NftSet } from "../types.ts";
 import { type Batch, encodeBatch, layoutOf, type SetLayout } from "./codec.ts";
-import { NetfilterSocket } from "./socket.ts";
+import { NetfilterSocket } from "../../netlink/socket.ts";
 
 /** Raw element writer for one table. */
 export class RawElementWriter {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { cstr, walkDump } from "./dump_walk.ts";
+import { cstr, walkDump } from "./dump.ts";
 
 Deno.test("walkDump: messages and their attributes; a truncated message ends the buffer", () => {
   // Two messages of type 0x0a06 (family 2) with one string attribute each, then 8 stray bytes.
