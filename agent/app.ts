@@ -14,65 +14,30 @@ import {
   versionText,
 } from "./flags.ts";
 import { createSink, Logger, type LogSink } from "./log.ts";
-import { createMetrics, serveMetrics } from "./metrics.ts";
-import { setRestClientMetrics } from "./rest_metrics.ts";
-import { configzBody, effectiveConfiguration } from "./configz.ts";
-import { bindAddressesFor, localIPs } from "./bind_addresses.ts";
+import { effectiveConfiguration } from "./configz.ts";
+import { type Servers, startServers } from "./http_servers.ts";
 import { watchConfigFile } from "./config_watch.ts";
 import { stringify as stringifyYaml } from "yaml";
 import { ApiFetch } from "./api_fetch.ts";
-import { type NodeEvent, postNodeEvent, postStartingEvent } from "./events.ts";
+import { postStartingEvent } from "./events.ts";
 import { installHeapSnapshotSignal } from "./heap_snapshot.ts";
-import { ProxierHealthServer, ServiceHealthServers } from "./health.ts";
+import { ServiceHealthServers } from "./health.ts";
 import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
 import { tuneMalloc } from "../ffi/malloc_trim.ts";
 import { type ProxyInformers, startProxyInformers } from "./informers.ts";
-import { SyncEngine } from "./engine.ts";
-import { familyOfText, IP_FAMILIES, type IpFamily, nftFamily } from "../net/family.ts";
+import { fetchNode } from "./node_fetch.ts";
+import { buildNode, informerHandlers, nodeFamilies, type ProxyNode } from "./node.ts";
+import { IP_FAMILIES, type IpFamily, nftFamily } from "../net/family.ts";
 import { setLibraryDir } from "../ffi/libpath.ts";
 import { openNftables } from "../ffi/nftables/client.ts";
 import { DryRunNftables } from "../ffi/nftables/dry_run.ts";
 import { type NftablesClient, NftablesError, Transaction } from "../ffi/nftables/types.ts";
 import { LibraryNotFoundError } from "../ffi/conntrack/types.ts";
-import { ClusterState } from "../proxier/cluster_state.ts";
-import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
-import type { ProxierConfig } from "../proxier/model.ts";
-import { Proxier } from "../proxier/nftables/proxier.ts";
+import type { V1Node } from "../proxier/k8s_types.ts";
 import { TABLE } from "../proxier/nftables/names.ts";
-import { ReconcileWorker } from "../conntrack/worker.ts";
+import { workerConntrack } from "../conntrack/runner.ts";
 import { applyConntrackSysctls } from "../conntrack/sysctl.ts";
 import * as libcFiles from "../ffi/libc_files.ts";
-
-/** How long to wait for this node's Node object before picking IP families without it. */
-const NODE_WAIT_MS = 30_000;
-
-/** Maps the agent's flags to the rule builder's settings. */
-export function proxierConfig(cfg: AgentConfig): ProxierConfig {
-  let localDetector: ProxierConfig["localDetector"];
-  switch (cfg.detectLocalMode) {
-    case "ClusterCIDR":
-      localDetector = cfg.clusterCIDRs.length > 0
-        ? { mode: "ClusterCIDR", cidrs: cfg.clusterCIDRs }
-        : { mode: "None" };
-      break;
-    case "NodeCIDR":
-      localDetector = { mode: "NodeCIDR" };
-      break;
-    case "BridgeInterface":
-      localDetector = { mode: "BridgeInterface", interface: cfg.podBridgeInterface ?? "" };
-      break;
-    case "InterfaceNamePrefix":
-      localDetector = { mode: "InterfaceNamePrefix", prefix: cfg.podInterfaceNamePrefix ?? "" };
-      break;
-  }
-  return {
-    masqueradeAll: cfg.masqueradeAll,
-    masqueradeBit: cfg.masqueradeBit,
-    localDetector,
-    // Empty means "primary", kube-proxy's nftables-mode default.
-    nodePortAddresses: cfg.nodePortAddresses,
-  };
-}
 
 function openClient(f: IpFamily, dryRun: boolean): NftablesClient {
   return dryRun ? new DryRunNftables(nftFamily(f), TABLE) : openNftables(nftFamily(f), TABLE);
@@ -98,24 +63,6 @@ async function cleanup(log: Logger): Promise<number> {
     }
   }
   return failed ? 1 : 0;
-}
-
-/** IP families to run: those of the Node's primary IPs (InternalIP, else ExternalIP) and the node IP overrides. */
-export function nodeFamilies(
-  node: V1Node | undefined,
-  nodeIPOverride: string | string[],
-): IpFamily[] {
-  const fams = new Set<IpFamily>();
-  const addrs = node?.status?.addresses ?? [];
-  for (const type of ["InternalIP", "ExternalIP"]) {
-    const ips = addrs.filter((a) => a.type === type && a.address).map((a) => a.address!);
-    for (const ip of ips) fams.add(familyOfText(ip));
-    if (ips.length > 0) break;
-  }
-  for (const ip of typeof nodeIPOverride === "string" ? [nodeIPOverride] : nodeIPOverride) {
-    if (ip && ip !== "0.0.0.0" && ip !== "::") fams.add(familyOfText(ip));
-  }
-  return IP_FAMILIES.filter((f) => fams.has(f));
 }
 
 /** Test hooks of {@link runAgent}. */
@@ -213,17 +160,77 @@ function applyNodeSysctls(cfg: AgentConfig, log: Logger): void {
   }
 }
 
-/** The listeners of a server: its v1alpha2 CIDRs resolved on this host, or its one address. */
-function listenAddresses(
-  cidrs: AgentConfig["healthzBindCIDRs"],
-  address: string,
-  ips: () => string[],
-): string[] {
-  if (!cidrs) return address ? [address] : [];
-  const local = ips();
-  return bindAddressesFor(cidrs, local, local.some((ip) => ip.includes(":")));
+/** SIGTERM/SIGINT, the caller's signal and a --config edit all stop the agent. */
+function stopControl(cfg: AgentConfig, log: Logger, configText: string, signal?: AbortSignal) {
+  const abort = new AbortController();
+  let exitCode = 0;
+  const onSignal = () => {
+    if (abort.signal.aborted) return;
+    log.info("Shutting down; rules stay in place");
+    abort.abort();
+  };
+  const configWatch = cfg.configFile === undefined ? undefined : watchConfigFile(cfg.configFile, {
+    initial: configText,
+    onChange: () => {
+      if (abort.signal.aborted) return;
+      log.info("The configuration file changed; exiting so that the restart reads it", {
+        path: cfg.configFile,
+      });
+      exitCode = EXIT_CONFIG_CHANGED;
+      onSignal();
+    },
+  });
+  const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
+  for (const s of signals) Deno.addSignalListener(s, onSignal);
+  signal?.addEventListener("abort", onSignal);
+  const uninstallHeapSnapshot = installHeapSnapshotSignal(log);
+  const stopped = new Promise<void>((res) => abort.signal.addEventListener("abort", () => res()));
+  return {
+    signal: abort.signal,
+    stopped,
+    exitCode: () => exitCode,
+    close() {
+      configWatch?.close();
+      for (const s of signals) Deno.removeSignalListener(s, onSignal);
+      uninstallHeapSnapshot();
+    },
+  };
 }
 
+/** Builds this node's proxy for the families its Node shows, with production's clients. */
+async function buildAgentNode(
+  cfg: AgentConfig,
+  log: Logger,
+  nodeName: string,
+  node: V1Node | undefined,
+  servers: Servers,
+): Promise<{ node: ProxyNode; serviceHealth?: ServiceHealthServers }> {
+  let families = nodeFamilies(node, cfg.nodeIPOverride);
+  if (families.length === 0) {
+    log.warn("No node IP known (Node object missing or without addresses); running IPv4 only", {
+      node: nodeName,
+    });
+    families = [4];
+  }
+  const { health } = servers;
+  const serviceHealth = cfg.dryRun ? undefined : new ServiceHealthServers({
+    proxyHealthy: () => health.health().healthy,
+    log: log.child("service-health"),
+  });
+  const built = await buildNode(cfg, {
+    nftables: (f) => openClient(f, cfg.dryRun),
+    conntrack: cfg.dryRun ? undefined : workerConntrack(),
+  }, { nodeName, families, log, metrics: servers.metrics, health, serviceHealth });
+  if (built.adopted) {
+    log.info("Adopting the existing kube-proxy tables; the first sync rewrites them atomically");
+  }
+  return { node: built, serviceHealth };
+}
+
+/**
+ * The agent, in upstream's order: servers, then this node's Node (waited
+ * for with backoff), then the engine, then the informers feeding it.
+ */
 async function serve(
   cfg: AgentConfig,
   log: Logger,
@@ -232,6 +239,48 @@ async function serve(
 ): Promise<number> {
   tuneMalloc();
   const nodeName = (cfg.hostnameOverride ?? Deno.hostname()).trim().toLowerCase();
+  const kube = connect(cfg, log, nodeName);
+  // Fail early, before touching the cluster, when the libraries are missing.
+  if (!cfg.dryRun) openClient(4, false).close();
+  const servers = await startServers(cfg, log, nodeName, new ApiFetch(kube.creds));
+  if (!cfg.dryRun) applyNodeSysctls(cfg, log);
+  const stop = stopControl(cfg, log, configText, signal);
+  const { api } = servers;
+  const events = log.child("events");
+  const nodeObj = await fetchNode({ api, nodeName, log, signal: stop.signal });
+  if (!stop.signal.aborted) {
+    const { node, serviceHealth } = await buildAgentNode(cfg, log, nodeName, nodeObj, servers);
+    if (nodeObj) node.engine.recordNode(nodeObj);
+    const informers: ProxyInformers = startProxyInformers({
+      api,
+      nodeName,
+      handlers: informerHandlers(node.engine),
+      onHealth: (resource, ok) => servers.health.setWatchHealthy(resource, ok),
+      log: log.child("informers"),
+    });
+    if (!cfg.dryRun) {
+      void api.usable().then((ok) =>
+        ok
+          ? postStartingEvent(api, nodeName, events)
+          : events.v(2)?.info("Not recording Events: native fetch cannot reach this cluster")
+      );
+    }
+    log.info("Running", { families: node.engine.families.map((f) => `IPv${f}`).join(",") });
+    node.engine.start();
+    node.engine.requestSync();
+    await stop.stopped;
+    await informers.stop();
+    await node.close();
+    await serviceHealth?.close();
+  }
+  stop.close();
+  await servers.close();
+  log.info("Stopped");
+  return stop.exitCode();
+}
+
+/** Loads the kubeconfig and logs where the agent connects. */
+function connect(cfg: AgentConfig, log: Logger, nodeName: string) {
   const kube = loadKubeConfig({
     kubeconfig: cfg.kubeconfig,
     master: cfg.master,
@@ -251,258 +300,5 @@ async function serve(
       nativeFetch: kube.creds.nativeFetch,
     });
   }
-
-  // Fail early, before touching the cluster, when the libraries are missing.
-  if (!cfg.dryRun) openClient(4, false).close();
-
-  const metrics = createMetrics();
-  // Every request to the API server from here on is counted (client-go's rest client metrics).
-  setRestClientMetrics(metrics.restClient);
-  const health = new ProxierHealthServer({
-    healthTimeoutMs: 2 * cfg.syncPeriodMs,
-    metrics,
-    log: log.child("healthz"),
-  });
-  const servers: { close(): Promise<void> }[] = [health];
-  const api = new ApiFetch(kube.creds);
-  const events = log.child("events");
-  // A server that cannot bind is fatal (upstream's bindAddressHardFail); say so on the Node
-  // first, with upstream's reason.
-  const bindOrReport = async (reason: string, bind: () => void) => {
-    try {
-      bind();
-    } catch (err) {
-      const e: NodeEvent = { type: "Warning", reason, action: "StartKubeProxy", note: `${err}` };
-      if (await api.usable()) await postNodeEvent(api, nodeName, e, events);
-      for (const s of servers) await s.close();
-      throw err;
-    }
-  };
-  if (!cfg.dryRun) {
-    for (const addr of listenAddresses(cfg.healthzBindCIDRs, cfg.healthzBindAddress, localIPs)) {
-      await bindOrReport("FailedToStartProxierHealthcheck", () => health.serve(addr));
-    }
-    for (const addr of listenAddresses(cfg.metricsBindCIDRs, cfg.metricsBindAddress, localIPs)) {
-      await bindOrReport("FailedToStartMetricServer", () => {
-        const m = serveMetrics(addr, metrics.registry, {
-          configz: () => configzBody(cfg)["kubeproxy.config.k8s.io"],
-        });
-        servers.push({ close: () => m.shutdown() });
-      });
-    }
-  }
-  if (!cfg.dryRun) applyNodeSysctls(cfg, log);
-
-  const stateLog = (
-    level: "info" | "warn" | "error",
-    msg: string,
-    fields?: Record<string, unknown>,
-  ) => {
-    if (level === "error") log.error(msg, undefined, fields);
-    else if (level === "warn") log.warn(msg, fields);
-    else log.info(msg, fields, 2);
-  };
-  const state = new ClusterState({
-    nodeName,
-    bindAddress: cfg.nodeIPOverride,
-    log: stateLog,
-  });
-
-  // Set once the node's IP families are known; events before that go straight into the state.
-  const live: { engine?: SyncEngine } = {};
-  const synced = new Set<"services" | "endpointSlices">();
-  let lastNode: V1Node | undefined;
-  let nodeSeen: () => void = () => {};
-  const nodeArrived = new Promise<void>((res) => (nodeSeen = res));
-  const handlers = {
-    services: {
-      onAdd: (o: unknown) =>
-        rec(
-          () => live.engine!.recordService(null, o as V1Service),
-          () => state.updateService(null, o as V1Service),
-        ),
-      onUpdate: (a: unknown, b: unknown) =>
-        rec(
-          () => live.engine!.recordService(a as V1Service, b as V1Service),
-          () => state.updateService(a as V1Service, b as V1Service),
-        ),
-      onDelete: (o: unknown) =>
-        rec(
-          () => live.engine!.recordService(o as V1Service, null),
-          () => state.updateService(o as V1Service, null),
-        ),
-      onSynced: () => markSynced("services"),
-    },
-    endpointSlices: {
-      onAdd: (o: unknown) =>
-        rec(
-          () => live.engine!.recordEndpointSlice(null, o as EndpointSlice),
-          () => state.updateEndpointSlice(null, o as EndpointSlice),
-        ),
-      onUpdate: (a: unknown, b: unknown) =>
-        rec(
-          () => live.engine!.recordEndpointSlice(a as EndpointSlice, b as EndpointSlice),
-          () => state.updateEndpointSlice(a as EndpointSlice, b as EndpointSlice),
-        ),
-      onDelete: (o: unknown) =>
-        rec(
-          () => live.engine!.recordEndpointSlice(o as EndpointSlice, null),
-          () => state.updateEndpointSlice(o as EndpointSlice, null),
-        ),
-      onSynced: () => markSynced("endpointSlices"),
-    },
-    node: {
-      onAdd: (o: unknown) => {
-        rec(() => live.engine!.recordNode(o as V1Node), () => state.updateNode(o as V1Node));
-        health.setNode(o as never);
-        lastNode = o as V1Node;
-        nodeSeen();
-      },
-      onUpdate: (_a: unknown, b: unknown) => {
-        rec(() => live.engine!.recordNode(b as V1Node), () => state.updateNode(b as V1Node));
-        health.setNode(b as never);
-      },
-      onDelete: () => {
-        rec(() => live.engine!.recordNode(null), () => state.updateNode(null));
-        health.setNode(undefined);
-      },
-    },
-    serviceCIDRs: {
-      onAdd: (o: unknown) =>
-        rec(
-          () => live.engine!.recordServiceCIDR(null, o as ServiceCIDR),
-          () => state.updateServiceCIDR(null, o as ServiceCIDR),
-        ),
-      onUpdate: (a: unknown, b: unknown) =>
-        rec(
-          () => live.engine!.recordServiceCIDR(a as ServiceCIDR, b as ServiceCIDR),
-          () => state.updateServiceCIDR(a as ServiceCIDR, b as ServiceCIDR),
-        ),
-      onDelete: (o: unknown) =>
-        rec(
-          () => live.engine!.recordServiceCIDR(o as ServiceCIDR, null),
-          () => state.updateServiceCIDR(o as ServiceCIDR, null),
-        ),
-    },
-  };
-  function rec(withEngine: () => void, early: () => unknown): void {
-    if (live.engine) withEngine();
-    else early();
-  }
-  function markSynced(what: "services" | "endpointSlices"): void {
-    synced.add(what);
-    live.engine?.markSynced(what);
-  }
-
-  const informers: ProxyInformers = startProxyInformers({
-    api,
-    nodeName,
-    handlers,
-    onHealth: (resource, ok) => health.setWatchHealthy(resource, ok),
-    log: log.child("informers"),
-  });
-  if (!cfg.dryRun) {
-    void api.usable().then((ok) =>
-      ok
-        ? postStartingEvent(api, nodeName, events)
-        : events.v(2)?.info("Not recording Events: native fetch cannot reach this cluster")
-    );
-  }
-
-  let stopping = false;
-  let exitCode = 0;
-  let resolveStop: () => void = () => {};
-  const stopped = new Promise<void>((res) => (resolveStop = res));
-  const onSignal = () => {
-    if (stopping) return;
-    stopping = true;
-    log.info("Shutting down; rules stay in place");
-    resolveStop();
-  };
-  const configWatch = cfg.configFile === undefined ? undefined : watchConfigFile(cfg.configFile, {
-    initial: configText,
-    onChange: () => {
-      if (stopping) return;
-      log.info("The configuration file changed; exiting so that the restart reads it", {
-        path: cfg.configFile,
-      });
-      exitCode = EXIT_CONFIG_CHANGED;
-      onSignal();
-    },
-  });
-  const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
-  for (const s of signals) Deno.addSignalListener(s, onSignal);
-  signal?.addEventListener("abort", onSignal);
-  const uninstallHeapSnapshot = installHeapSnapshotSignal(log);
-
-  // The IP families follow from the node's IPs, so wait (bounded) for the Node.
-  const timer = new Promise<void>((res) => setTimeout(res, NODE_WAIT_MS));
-  await Promise.race([nodeArrived, timer, stopped]);
-  let families = nodeFamilies(lastNode, cfg.nodeIPOverride);
-  if (families.length === 0) {
-    log.warn("No node IP known (Node object missing or without addresses); running IPv4 only", {
-      node: nodeName,
-    });
-    families = [4];
-  }
-
-  const pcfg = proxierConfig(cfg);
-  const clients: NftablesClient[] = [];
-  const proxiers: Partial<Record<IpFamily, Proxier>> = {};
-  let adopted = false;
-  for (const f of families) {
-    const client = openClient(f, cfg.dryRun);
-    clients.push(client);
-    if (!cfg.dryRun && (await client.listChains()).length > 0) adopted = true;
-    proxiers[f] = new Proxier({
-      client,
-      config: pcfg,
-      fullSyncPeriodMs: cfg.fullSyncPeriodMs,
-      // A long full sync steps aside for a change waiting behind it.
-      shouldYield: () => state.hasPendingChanges(),
-      log: stateLog,
-    });
-  }
-  if (adopted) {
-    log.info("Adopting the existing kube-proxy tables; the first sync rewrites them atomically");
-  }
-
-  const worker = cfg.dryRun ? undefined : new ReconcileWorker();
-  const serviceHealth = cfg.dryRun ? undefined : new ServiceHealthServers({
-    proxyHealthy: () => health.health().healthy,
-    log: log.child("service-health"),
-  });
-  const engine = new SyncEngine({
-    state,
-    proxiers,
-    minSyncPeriodMs: cfg.minSyncPeriodMs,
-    syncPeriodMs: cfg.syncPeriodMs,
-    log,
-    metrics,
-    health,
-    serviceHealth,
-    cleanup: worker ? (f, report) => worker.cleanup(f, report) : undefined,
-    reconcile: worker && cfg.conntrackReconcilerPeriodMs > 0
-      ? { fn: (f, s) => worker.reconcile(f, s), periodMs: cfg.conntrackReconcilerPeriodMs }
-      : undefined,
-    adopted,
-  });
-  live.engine = engine;
-  for (const s of synced) engine.markSynced(s);
-  log.info("Running", { families: families.map((f) => `IPv${f}`).join(",") });
-  engine.start();
-  engine.requestSync();
-
-  await stopped;
-  configWatch?.close();
-  for (const s of signals) Deno.removeSignalListener(s, onSignal);
-  uninstallHeapSnapshot();
-  await informers.stop();
-  await engine.stop();
-  worker?.close();
-  await serviceHealth?.close();
-  for (const s of servers) await s.close();
-  for (const c of clients) c.close();
-  log.info("Stopped");
-  return exitCode;
+  return kube;
 }

@@ -1,40 +1,7 @@
 import assert from "node:assert/strict";
-import { nodeFamilies, proxierConfig, runAgent } from "./app.ts";
+import { runAgent } from "./app.ts";
 import { parseArgs } from "./flags.ts";
 import { FakeApiServer } from "../tests/fakeapi/server.ts";
-
-Deno.test("IP families follow the Node's primary IPs, then --bind-address", () => {
-  const node = (addrs: [string, string][]) => ({
-    status: { addresses: addrs.map(([type, address]) => ({ type, address })) },
-  });
-  assert.deepEqual(nodeFamilies(node([["InternalIP", "198.18.0.1"]]), "0.0.0.0"), [4]);
-  assert.deepEqual(
-    nodeFamilies(node([["InternalIP", "198.18.0.1"], ["InternalIP", "2001:db8::1"]]), ""),
-    [4, 6],
-  );
-  // ExternalIP only counts when there is no InternalIP.
-  assert.deepEqual(
-    nodeFamilies(node([["InternalIP", "2001:db8::1"], ["ExternalIP", "198.18.0.1"]]), "0.0.0.0"),
-    [6],
-  );
-  assert.deepEqual(nodeFamilies(undefined, "198.18.0.7"), [4]);
-  assert.deepEqual(nodeFamilies(undefined, "0.0.0.0"), []);
-});
-
-Deno.test("flags map onto the rule builder's settings", () => {
-  const c1 = proxierConfig(parseArgs(["--cluster-cidr=198.18.0.0/16", "--masquerade-all"]));
-  assert.deepEqual(c1.localDetector, { mode: "ClusterCIDR", cidrs: ["198.18.0.0/16"] });
-  assert.equal(c1.masqueradeAll, true);
-  assert.equal(c1.masqueradeBit, 14);
-  assert.deepEqual(proxierConfig(parseArgs([])).localDetector, { mode: "None" });
-  const c2 = proxierConfig(
-    parseArgs(["--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth"]),
-  );
-  assert.deepEqual(c2.localDetector, { mode: "InterfaceNamePrefix", prefix: "veth" });
-  assert.deepEqual(proxierConfig(parseArgs(["--nodeport-addresses=primary"])).nodePortAddresses, [
-    "primary",
-  ]);
-});
 
 Deno.test("bad flags exit 2 with a message naming the flag; --version exits 0", async () => {
   const errs: string[] = [];
@@ -102,7 +69,11 @@ Deno.test({
     const quiet = console.log;
     console.log = () => {}; // the dry run's nft scripts
     try {
-      api.apply({ kind: "Node", metadata: { name: "node-a" }, status: { addresses: [] } });
+      api.apply({
+        kind: "Node",
+        metadata: { name: "node-a" },
+        status: { addresses: [{ type: "InternalIP", address: "198.18.0.1" }] },
+      });
       const path = `${dir}/config.conf`;
       const conf = "apiVersion: kubeproxy.config.k8s.io/v1alpha2\nkind: KubeProxyConfiguration\n" +
         "mode: nftables\nsyncPeriod: 30s\n";

@@ -5,18 +5,17 @@
  * bounded-frequency runner then applies the pending changes, syncs each IP
  * family's proxier, and after a commit does the follow-up work: metrics,
  * health, stale UDP conntrack cleanup and the HealthCheckNodePort servers.
- * A periodic conntrack reconcile runs from the same loop, on a worker thread.
+ * A periodic conntrack reconcile runs from the same loop; both conntrack jobs
+ * go through one ConntrackRunner (a Worker thread in production).
  *
  * @module
  */
-import type { ConntrackClient } from "../ffi/conntrack/types.ts";
 import type { ProxyState, StaleReport } from "../proxier/model.ts";
 import type { ClusterState } from "../proxier/cluster_state.ts";
 import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { Proxier, SyncResult } from "../proxier/nftables/proxier.ts";
 import { BoundedFrequencyRunner } from "../proxier/runner.ts";
-import { type CleanupResult, cleanupStale } from "../conntrack/cleanup.ts";
-import type { ReconcileResult } from "../conntrack/reconciler.ts";
+import type { ConntrackRunner } from "../conntrack/runner.ts";
 import type { Logger } from "./log.ts";
 import { familyLabel, IP_FAMILIES, type IpFamily } from "../net/family.ts";
 import type { ProxyMetrics } from "./metrics.ts";
@@ -26,9 +25,6 @@ import type {
   ServiceHealthEntry,
   ServiceHealthServers,
 } from "./health.ts";
-
-/** Runs a reconcile of one family (the ReconcileWorker in production, in-thread in tests). */
-export type ReconcileFn = (family: IpFamily, state: ProxyState) => Promise<ReconcileResult>;
 
 /** Settings and collaborators of a {@link SyncEngine}. */
 export interface EngineOptions {
@@ -41,15 +37,10 @@ export interface EngineOptions {
   metrics?: ProxyMetrics;
   health?: ProxierHealthServer;
   serviceHealth?: ServiceHealthServers;
-  /**
-   * Post-sync stale UDP cleanup off the main thread (the ReconcileWorker's
-   * `cleanup`). Takes precedence over `conntrack`.
-   */
-  cleanup?: (family: IpFamily, report: StaleReport) => Promise<CleanupResult>;
-  /** Opens a conntrack client for post-sync cleanup on this thread (tests); omit both to skip. */
-  conntrack?: () => ConntrackClient;
-  /** Periodic conntrack reconcile; omit to disable. */
-  reconcile?: { fn: ReconcileFn; periodMs: number };
+  /** Post-sync stale UDP cleanup and the reconcile; omit for neither (a dry run). */
+  conntrack?: ConntrackRunner;
+  /** Period of the conntrack reconcile; 0 or omitted disables it. */
+  reconcilePeriodMs?: number;
   /**
    * Our table was already in the kernel at start-up (a restart). The first
    * sync then does not flush flows of services that merely look "newly
@@ -58,6 +49,18 @@ export interface EngineOptions {
   adopted?: boolean;
   /** Called after each completed sync with its number and the results of the families it synced. */
   onSync?: (n: number, results: Partial<Record<IpFamily, SyncResult>>) => void;
+}
+
+/** What one sync round did, for whoever schedules the next. */
+export interface SyncRound {
+  /** The results of the families that committed. */
+  results: Partial<Record<IpFamily, SyncResult>>;
+  /** A full sync stepped aside for a waiting change: sync again at once. */
+  again: boolean;
+  /** Sync again this many ms later (a stale chain waits for deletion). */
+  followUpMs?: number;
+  /** The first family's failure (the other family still synced). */
+  failure?: unknown;
 }
 
 function emptyStale(r: StaleReport): boolean {
@@ -69,10 +72,11 @@ export class SyncEngine {
   readonly #o: EngineOptions;
   readonly #runner: BoundedFrequencyRunner;
   readonly #families: IpFamily[];
-  #conntrack: ConntrackClient | undefined;
   #reconcileTimer: ReturnType<typeof setInterval> | undefined;
   #reconciling = false;
   #firstSync = new Set<IpFamily>();
+  /** The informers that delivered their initial list; nothing is programmed before both have. */
+  #synced = new Set<"services" | "endpointSlices">();
   #stopped = false;
   /** When the whole ruleset was last compared with the kernel (the first sync does it). */
   #lastCheckAt = Date.now();
@@ -85,7 +89,7 @@ export class SyncEngine {
     this.#o = opts;
     this.#families = IP_FAMILIES.filter((f) => opts.proxiers[f] !== undefined);
     for (const f of this.#families) this.#firstSync.add(f);
-    this.#runner = new BoundedFrequencyRunner(() => this.#syncOnce(), {
+    this.#runner = new BoundedFrequencyRunner(() => this.#tick(), {
       minInterval: opts.minSyncPeriodMs,
       maxInterval: opts.syncPeriodMs,
       onError: (err, n) => {
@@ -105,9 +109,9 @@ export class SyncEngine {
   /** Starts the runner (it waits for the informers' initial sync) and the reconciler. */
   start(): void {
     this.#runner.start();
-    const rc = this.#o.reconcile;
-    if (rc && rc.periodMs > 0) {
-      this.#reconcileTimer = setInterval(() => void this.reconcileNow(), rc.periodMs);
+    const period = this.#o.reconcilePeriodMs ?? 0;
+    if (this.#o.conntrack && period > 0) {
+      this.#reconcileTimer = setInterval(() => void this.reconcileNow(), period);
     }
   }
 
@@ -116,8 +120,6 @@ export class SyncEngine {
     this.#stopped = true;
     clearInterval(this.#reconcileTimer);
     await this.#runner.stop();
-    this.#conntrack?.close();
-    this.#conntrack = undefined;
   }
 
   /** A Service was added (prev null), updated or deleted (cur null). */
@@ -149,8 +151,13 @@ export class SyncEngine {
 
   /** An informer finished its initial list; nothing is programmed before both have. */
   markSynced(what: "services" | "endpointSlices"): void {
-    for (const f of this.#families) this.#o.proxiers[f]!.markSynced(what);
+    this.#synced.add(what);
     this.#runner.run();
+  }
+
+  /** True once Services and EndpointSlices have both delivered their initial list. */
+  get ready(): boolean {
+    return this.#synced.size === 2;
   }
 
   /** Requests a sync now (subject to the rate limit). */
@@ -169,18 +176,30 @@ export class SyncEngine {
     this.#runner.run();
   }
 
-  async #syncOnce(): Promise<void> {
-    if (this.#stopped) return;
-    const { state, metrics, health, log } = this.#o;
-    if (!this.#families.every((f) => this.#o.proxiers[f]!.ready)) {
-      log.v(2)?.info("Not syncing rules until Services and EndpointSlices have been received");
-      return;
-    }
-    const t0 = performance.now();
-    const input = state.apply();
-    metrics?.serviceChangesPending.set(0);
-    metrics?.endpointChangesPending.set(0);
-    const nodeChanged = input.nodeChanged || input.serviceCIDRsChanged;
+  /** The runner's work: one round, then what it asks for next. */
+  async #tick(): Promise<void> {
+    const round = await this.#round();
+    if (round === undefined) return;
+    // A full sync stepped aside for a waiting change: sync again at once.
+    if (round.again) this.#runner.run();
+    if (round.followUpMs !== undefined) this.#runner.runAfter(round.followUpMs);
+    if (round.failure !== undefined) throw round.failure;
+  }
+
+  /**
+   * Runs one sync now, outside the runner (for callers that never
+   * {@link start} it and decide themselves when a sync runs: the dry run, the
+   * fuzzer). Resolves undefined before both informers synced; throws the
+   * first family's failure.
+   */
+  async syncNow(): Promise<SyncRound | undefined> {
+    const round = await this.#round();
+    if (round?.failure !== undefined) throw round.failure;
+    return round;
+  }
+
+  /** Whether this sync also compares the whole ruleset with the kernel (and asks for it). */
+  #verifying(input: ReturnType<ClusterState["apply"]>, nodeChanged: boolean): boolean {
     // The runner's --sync-period tick, with nothing to apply: compare the whole ruleset with what
     // was written, so another program's deletions or flushes are repaired within one period.
     const idle = !nodeChanged &&
@@ -198,61 +217,39 @@ export class SyncEngine {
         this.#o.proxiers[f]!.requestFullSync("periodic check against the kernel");
       }
     }
-    let failure: unknown;
-    let followUp: number | undefined;
-    const results: Partial<Record<IpFamily, SyncResult>> = {};
+    return verifying;
+  }
+
+  async #round(): Promise<SyncRound | undefined> {
+    if (this.#stopped) return undefined;
+    const { state, metrics, log } = this.#o;
+    if (!this.ready) {
+      log.v(2)?.info("Not syncing rules until Services and EndpointSlices have been received");
+      return undefined;
+    }
+    const t0 = performance.now();
+    const input = state.apply();
+    metrics?.serviceChangesPending.set(0);
+    metrics?.endpointChangesPending.set(0);
+    const nodeChanged = input.nodeChanged || input.serviceCIDRsChanged;
+    const verifying = this.#verifying(input, nodeChanged);
+    const round: SyncRound = { results: {}, again: false };
     for (const f of this.#families) {
       const fam = input.families[f];
-      let res: SyncResult | null;
+      let res: SyncResult;
       try {
-        res = await this.#o.proxiers[f]!.sync({
-          state: fam.state,
-          changed: fam.changed,
-          deleted: fam.deleted,
-          stale: fam.stale,
-          nodeChanged,
-        });
+        res = await this.#o.proxiers[f]!.sync({ ...fam, nodeChanged });
       } catch (err) {
         // The proxier forces its next sync full; the other family still syncs.
-        failure ??= err;
+        round.failure ??= err;
         continue;
       }
-      if (res === null) continue;
       if (res.preempted) {
-        // A full sync stepped aside for a waiting change: sync again at once.
-        this.#runner.run();
+        round.again = true;
         continue;
       }
-      this.lastResults[f] = res;
-      results[f] = res;
-      const l = { ip_family: familyLabel(f) };
-      // Only what the kernel had unlike the written state is a repair: stale chains deleted or
-      // changes applied by the same sync are not.
-      if (verifying && res.full && (res.drift?.count ?? 0) > 0) {
-        metrics?.nftablesRepairsTotal.inc(l);
-        log.warn(
-          "Rules differed from what this agent wrote (another program changed them); restored",
-          {
-            ipFamily: familyLabel(f),
-            differences: res.drift!.count,
-            found: res.drift!.examples.join("; "),
-            operations: res.ops,
-          },
-        );
-      }
-      metrics?.syncProxyRulesLatency.observe(l, res.seconds);
-      (res.full ? metrics?.syncFullProxyRulesLatency : metrics?.syncPartialProxyRulesLatency)
-        ?.observe(l, res.seconds);
-      const committedAt = Date.now();
-      metrics?.syncProxyRulesLastTimestamp.set(l, committedAt / 1000);
-      for (const t of input.triggerTimes) {
-        metrics?.networkProgrammingLatency.observe(l, Math.max(0, committedAt - t) / 1000);
-      }
-      this.#noLocalEndpointsMetric(f, fam.state);
-      health?.updated(f);
-      if (res.followUpMs !== undefined) {
-        followUp = Math.min(followUp ?? Infinity, res.followUpMs);
-      }
+      this.lastResults[f] = round.results[f] = res;
+      this.#committed(f, res, fam.state, input.triggerTimes, verifying);
       log.v(2)?.info("SyncProxyRules complete", {
         ipFamily: familyLabel(f),
         full: res.full,
@@ -263,14 +260,16 @@ export class SyncEngine {
         transactions: res.txs,
         elapsed: `${(res.seconds * 1000).toFixed(1)}ms`,
       });
+      if (res.followUpMs !== undefined) {
+        round.followUpMs = Math.min(round.followUpMs ?? Infinity, res.followUpMs);
+      }
       await this.#cleanupConntrack(f, res.stale);
       this.#firstSync.delete(f);
     }
     this.#syncServiceHealth(input.families);
-    if (followUp !== undefined) this.#runner.runAfter(followUp);
-    if (failure !== undefined) throw failure;
+    if (round.failure !== undefined) return round;
     this.syncs++;
-    this.#o.onSync?.(this.syncs, results);
+    this.#o.onSync?.(this.syncs, round.results);
     if (this.syncs === 1) {
       // Endpoints removed while no agent ran left no stale report behind; the
       // reconciler finds their flows, so run it now rather than a period later.
@@ -279,12 +278,49 @@ export class SyncEngine {
     log.v(4)?.info("Sync loop iteration done", {
       elapsed: `${(performance.now() - t0).toFixed(1)}ms`,
     });
+    return round;
+  }
+
+  /** Metrics and health after a family's commit; a periodic check's drift is a repair. */
+  #committed(
+    f: IpFamily,
+    res: SyncResult,
+    s: ProxyState,
+    triggerTimes: readonly number[],
+    verifying: boolean,
+  ): void {
+    const { metrics, health, log } = this.#o;
+    const l = { ip_family: familyLabel(f) };
+    // Only what the kernel had unlike the written state is a repair: stale chains deleted or
+    // changes applied by the same sync are not.
+    if (verifying && res.full && (res.drift?.count ?? 0) > 0) {
+      metrics?.nftablesRepairsTotal.inc(l);
+      log.warn(
+        "Rules differed from what this agent wrote (another program changed them); restored",
+        {
+          ipFamily: familyLabel(f),
+          differences: res.drift!.count,
+          found: res.drift!.examples.join("; "),
+          operations: res.ops,
+        },
+      );
+    }
+    metrics?.syncProxyRulesLatency.observe(l, res.seconds);
+    (res.full ? metrics?.syncFullProxyRulesLatency : metrics?.syncPartialProxyRulesLatency)
+      ?.observe(l, res.seconds);
+    const committedAt = Date.now();
+    metrics?.syncProxyRulesLastTimestamp.set(l, committedAt / 1000);
+    for (const t of triggerTimes) {
+      metrics?.networkProgrammingLatency.observe(l, Math.max(0, committedAt - t) / 1000);
+    }
+    this.#noLocalEndpointsMetric(f, s);
+    health?.updated(f);
   }
 
   /** Stale UDP flows go only after the rules that replace them are committed. */
   async #cleanupConntrack(f: IpFamily, report: StaleReport): Promise<void> {
-    const { cleanup, conntrack, log } = this.#o;
-    if (!cleanup && !conntrack) return;
+    const { conntrack, log } = this.#o;
+    if (!conntrack) return;
     if (this.#firstSync.has(f) && this.#o.adopted) {
       // After a restart every service looks newly active; flushing their
       // flows would cut healthy clients. The reconciler handles real staleness.
@@ -292,13 +328,7 @@ export class SyncEngine {
     }
     if (emptyStale(report)) return;
     try {
-      let res: CleanupResult;
-      if (cleanup) {
-        res = await cleanup(f, report);
-      } else {
-        this.#conntrack ??= conntrack!();
-        res = cleanupStale(this.#conntrack, report, f);
-      }
+      const res = await conntrack.cleanup(f, report);
       if (res.deleted > 0 || res.errors > 0) {
         log.v(2)?.info("Deleted stale UDP conntrack entries", {
           ipFamily: familyLabel(f),
@@ -307,8 +337,6 @@ export class SyncEngine {
         });
       }
     } catch (err) {
-      this.#conntrack?.close();
-      this.#conntrack = undefined;
       if (this.#stopped) return;
       log.error("Conntrack cleanup failed; the reconciler will retry", err, {
         ipFamily: familyLabel(f),
@@ -318,15 +346,15 @@ export class SyncEngine {
 
   /** Runs the conntrack reconciler over every family's programmed state. */
   async reconcileNow(): Promise<void> {
-    const rc = this.#o.reconcile;
-    if (!rc || this.#reconciling || this.#stopped) return;
+    const ct = this.#o.conntrack;
+    if (!ct || !(this.#o.reconcilePeriodMs! > 0) || this.#reconciling || this.#stopped) return;
     this.#reconciling = true;
     try {
       for (const f of this.#families) {
         const programmed = this.#o.proxiers[f]!.programmed;
         if (programmed === undefined) continue;
         try {
-          const r = await rc.fn(f, programmed);
+          const r = await ct.reconcile(f, programmed);
           const l = { ip_family: familyLabel(f) };
           this.#o.metrics?.conntrackReconcilerSyncDuration.observe(l, r.seconds);
           this.#o.metrics?.conntrackReconcilerDeletedEntriesTotal.inc(l, r.deleted);

@@ -9,7 +9,7 @@ import { ClusterState } from "../proxier/cluster_state.ts";
 import { Proxier } from "../proxier/nftables/proxier.ts";
 import type { EndpointSlice, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { ProxierConfig } from "../proxier/model.ts";
-import { reconcile } from "../conntrack/reconciler.ts";
+import { InlineConntrack } from "../conntrack/runner.ts";
 import { type NftablesClient, Transaction } from "../ffi/nftables/types.ts";
 
 const NODE = "node-a";
@@ -70,7 +70,6 @@ function rig(
 ): Rig {
   const nft = new FakeNftables("ip", "kube-proxy");
   const ct = new FakeConntrack();
-  ct.close = () => {}; // the engine closes its client on stop; the test still reads it
   const metrics = createMetrics();
   const health = new ProxierHealthServer({ healthTimeoutMs: 60_000, metrics });
   const engine = new SyncEngine({
@@ -81,10 +80,9 @@ function rig(
     log: opts.log ?? quiet(),
     metrics,
     health,
-    conntrack: () => ct,
-    reconcile: opts.reconcile
-      ? { fn: (_f, s) => Promise.resolve(reconcile(ct, 4, s)), periodMs: 0 }
-      : undefined,
+    conntrack: new InlineConntrack(() => ct),
+    // Long enough that only the first sync and reconcileNow() run it.
+    reconcilePeriodMs: opts.reconcile ? 3_600_000 : 0,
     adopted: opts.adopted,
   });
   return { engine, nft, ct, health, metrics };

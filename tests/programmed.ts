@@ -36,21 +36,17 @@ export function fakeProxier(
 ): { fake: FakeNftables; proxier: Proxier } {
   const fake = new FakeNftables(nftFamily(state.family), TABLE);
   const proxier = new Proxier({ client: fake, config, trimMemory: false, ...opts });
-  proxier.markSynced("services");
-  proxier.markSynced("endpointSlices");
   return { fake, proxier };
 }
 
 /** Runs one sync of `state` (all of it changed) and returns its result. */
 export async function syncAll(proxier: Proxier, state: ProxyState): Promise<SyncResult> {
-  const res = await proxier.sync({
+  return await proxier.sync({
     state,
     changed: new Set(state.services.keys()),
     deleted: new Set(),
     stale: noStaleReport(),
   });
-  if (res === null) throw new Error("proxier not ready");
-  return res;
 }
 
 /** Programs `state` into a fresh fake through a full sync. */
@@ -116,8 +112,6 @@ export async function coldStartScript(state: ProxyState, config: ProxierConfig):
   const fake = new FakeNftables(nftFamily(state.family), TABLE);
   const rec = new RecordingClient(fake);
   const proxier = new Proxier({ client: rec, config, trimMemory: false });
-  proxier.markSynced("services");
-  proxier.markSynced("endpointSlices");
   await syncAll(proxier, state);
   return rec.script();
 }

@@ -21,7 +21,7 @@ import {
 } from "../../proxier/nftables/trace/reader.ts";
 import { explainText, traceText } from "../../proxier/nftables/trace/report.ts";
 import { type Packet, trace } from "../../proxier/nftables/trace/tracer.ts";
-import { proxierConfig } from "../app.ts";
+import { proxierConfig } from "../node.ts";
 import { parseArgs, UsageError } from "../flags.ts";
 import { clusterFromAPI, clusterFromObjects, programDryRun, readObjects } from "./cluster.ts";
 

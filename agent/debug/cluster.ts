@@ -120,8 +120,6 @@ export async function programDryRun(
     const fam = input.families[family];
     const fake = new FakeNftables(nftFamily(family), TABLE);
     const p = new Proxier({ client: fake, config, trimMemory: false, log: () => {} });
-    p.markSynced("services");
-    p.markSynced("endpointSlices");
     await p.sync({
       state: fam.state,
       changed: fam.changed,

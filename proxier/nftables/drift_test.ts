@@ -17,8 +17,6 @@ function setup() {
     trimMemory: false,
     staleChainDelayMs: 1000,
   });
-  p.markSynced("services");
-  p.markSynced("endpointSlices");
   return { fake, p, clock };
 }
 

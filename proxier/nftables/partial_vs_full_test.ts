@@ -53,8 +53,6 @@ function randomPort(r: () => number, n: number): [ServicePortInfo, EndpointInfo[
 async function freshDump(st: St): Promise<string> {
   const fake = new FakeNftables("ip", "kube-proxy");
   const p = new Proxier({ client: fake, config: CFG, trimMemory: false });
-  p.markSynced("services");
-  p.markSynced("endpointSlices");
   await p.sync({ state: st, changed: new Set(), deleted: new Set(), stale: NO_STALE });
   return fake.dump();
 }
@@ -68,8 +66,6 @@ for (const seed of [1, 2, 3, 4]) {
     let t = 0;
     const fake = new FakeNftables("ip", "kube-proxy");
     const p = new Proxier({ client: fake, config: CFG, now: () => t, trimMemory: false });
-    p.markSynced("services");
-    p.markSynced("endpointSlices");
     const sync = (changed: string[], deleted: string[]) =>
       p.sync({ state: st, changed: new Set(changed), deleted: new Set(deleted), stale: NO_STALE });
     await sync([], []);
@@ -114,8 +110,6 @@ for (const seed of [11, 12]) {
     fake.run = (tx) => failIn-- === 0 ? Promise.reject(new Error("injected")) : realRun(tx);
     const start = () => {
       const p = new Proxier({ client: fake, config: CFG, now: () => t, trimMemory: false });
-      p.markSynced("services");
-      p.markSynced("endpointSlices");
       return p;
     };
     let p = start();

@@ -22,8 +22,6 @@ class Harness {
       endpoints: Map<string, readonly EndpointInfo[]>;
     },
   ) {
-    this.p.markSynced("services");
-    this.p.markSynced("endpointSlices");
   }
   async sync(changed: string[] = [], deleted: string[] = []) {
     const r = await this.p.sync({

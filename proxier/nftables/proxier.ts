@@ -137,9 +137,6 @@ export class Proxier {
   private lastFull = -Infinity;
   private pendingStale: StaleReport = emptyStale();
   private programmedState: ProxyState | undefined;
-  private syncedServices = false;
-  private syncedSlices = false;
-  private readyWaiters: (() => void)[] = [];
   private busy = false;
 
   constructor(opts: ProxierOptions) {
@@ -156,24 +153,6 @@ export class Proxier {
     this.log = opts.log ?? ((level, msg, fields) => {
       if (level !== "info") console.error(`${level}: ${msg}`, fields ?? "");
     });
-  }
-
-  /** Tells the proxier an informer has synced; nothing is programmed before both have. */
-  markSynced(what: "services" | "endpointSlices"): void {
-    if (what === "services") this.syncedServices = true;
-    else this.syncedSlices = true;
-    if (this.ready) { for (const w of this.readyWaiters.splice(0)) w(); }
-  }
-
-  /** True once Services and EndpointSlices have both synced. */
-  get ready(): boolean {
-    return this.syncedServices && this.syncedSlices;
-  }
-
-  /** Resolves once {@link ready}. */
-  waitReady(): Promise<void> {
-    if (this.ready) return Promise.resolve();
-    return new Promise((res) => this.readyWaiters.push(res));
   }
 
   /** Forces the next sync to be full. */
@@ -202,13 +181,12 @@ export class Proxier {
   }
 
   /**
-   * Syncs the rules to `input`. Returns null (and keeps the stale report for
-   * later) when not ready yet. Throws when a transaction fails; the next sync
-   * is then full, and moves to a fresh generation of endpoint maps.
+   * Syncs the rules to `input`. The caller (the engine) calls it only once
+   * Services and EndpointSlices have synced. Throws when a transaction fails;
+   * the next sync is then full, and moves to a fresh generation of endpoint maps.
    */
-  async sync(given: ProxierInput): Promise<SyncResult | null> {
+  async sync(given: ProxierInput): Promise<SyncResult> {
     this.mergeStale(given.stale);
-    if (!this.ready) return null;
     // Changes a preempted sync took but did not write are written now.
     const input = this.withCarried(given);
     if (this.busy) throw new Error("Proxier.sync called while a sync is running");

@@ -95,8 +95,6 @@ export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
     maxOpsPerTransaction: o.chunk,
     shouldYield: () => probe.shouldYield(),
   });
-  p.markSynced("services");
-  p.markSynced("endpointSlices");
   const sync = (changed: string[] = [], deleted: string[] = []) =>
     p.sync({ state, changed: new Set(changed), deleted: new Set(deleted), stale: noStale() });
 

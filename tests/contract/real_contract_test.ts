@@ -170,8 +170,6 @@ for (const family of [4, 6] as const) {
           // A cold start, a full sync of a smaller cluster, partial syncs back to the big one.
           const tee = new TeeClient(real);
           const p = new Proxier({ client: tee, config: cfg, trimMemory: false });
-          p.markSynced("services");
-          p.markSynced("endpointSlices");
           const big = syntheticState(family, 40), small = syntheticState(family, 15);
           const steps: [ProxyState, boolean][] = [[big, true], [small, true], [big, false]];
           for (const [state, full] of steps) {
@@ -283,8 +281,6 @@ for (const family of [4, 6] as const) {
         now: () => clock,
         log: () => {},
       });
-      proxier.markSynced("services");
-      proxier.markSynced("endpointSlices");
       const none = { servicesWithNewEndpoints: [], deletedEndpoints: [] };
       const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, k) => a + k);
       const idsOf = (st: ProxyState) => new Set(st.services.keys());

@@ -274,8 +274,6 @@ async function child(args: string[]): Promise<void> {
     fullSyncPeriodMs: num("full-every-ms", 3_600_000),
     maxOpsPerTransaction: num("max-ops", 50_000),
   });
-  p.markSynced("services");
-  p.markSynced("endpointSlices");
   const once = async () => {
     const r = await p.sync({
       state,

@@ -79,8 +79,6 @@ export class AgentPipeline {
         shouldYield: () => this.state.hasPendingChanges(),
         log: complain,
       });
-      p.markSynced("services");
-      p.markSynced("endpointSlices");
       return p;
     };
     this.proxiers = { 4: mk(4), 6: mk(6) };

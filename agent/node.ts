@@ -1,0 +1,200 @@
+/**
+ * The composition root of one node's proxy: the cluster state, one nftables
+ * proxier per IP family and the sync engine over them, wired from the
+ * agent's flags. The agent, the debug commands' dry run, the e2e drivers,
+ * the fuzzer, the benchmarks and the golden tests all build through
+ * {@link buildNode}, so they run the same wiring; they differ only in the
+ * clients they hand in (libnftables or an in-memory table, a conntrack
+ * Worker, an inline runner or none) and in a few options.
+ *
+ * @module
+ */
+import type { AgentConfig } from "./flags.ts";
+import type { Logger } from "./log.ts";
+import type { ProxyMetrics } from "./metrics.ts";
+import type { ProxierHealthServer, ServiceHealthServers } from "./health.ts";
+import type { ProxyInformerHandlers } from "./informers.ts";
+import { type EngineOptions, SyncEngine } from "./engine.ts";
+import { nodeHostIPs } from "./node_fetch.ts";
+import type { ConntrackRunner } from "../conntrack/runner.ts";
+import type { NftablesClient } from "../ffi/nftables/types.ts";
+import { ClusterState } from "../proxier/cluster_state.ts";
+import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
+import type { ProxierConfig } from "../proxier/model.ts";
+import { Proxier, type ProxierOptions } from "../proxier/nftables/proxier.ts";
+import { familyOfText, IP_FAMILIES, type IpFamily } from "../net/family.ts";
+import type { LogFn } from "../net/log.ts";
+
+/** Maps the agent's flags to the rule builder's settings. */
+export function proxierConfig(cfg: AgentConfig): ProxierConfig {
+  let localDetector: ProxierConfig["localDetector"];
+  switch (cfg.detectLocalMode) {
+    case "ClusterCIDR":
+      localDetector = cfg.clusterCIDRs.length > 0
+        ? { mode: "ClusterCIDR", cidrs: cfg.clusterCIDRs }
+        : { mode: "None" };
+      break;
+    case "NodeCIDR":
+      localDetector = { mode: "NodeCIDR" };
+      break;
+    case "BridgeInterface":
+      localDetector = { mode: "BridgeInterface", interface: cfg.podBridgeInterface ?? "" };
+      break;
+    case "InterfaceNamePrefix":
+      localDetector = { mode: "InterfaceNamePrefix", prefix: cfg.podInterfaceNamePrefix ?? "" };
+      break;
+  }
+  return {
+    masqueradeAll: cfg.masqueradeAll,
+    masqueradeBit: cfg.masqueradeBit,
+    localDetector,
+    // Empty means "primary", kube-proxy's nftables-mode default.
+    nodePortAddresses: cfg.nodePortAddresses,
+  };
+}
+
+/** IP families to run: those of the Node's primary IPs (InternalIP, else ExternalIP) and the node IP overrides. */
+export function nodeFamilies(
+  node: V1Node | undefined,
+  nodeIPOverride: string | string[],
+): IpFamily[] {
+  const fams = new Set<IpFamily>(nodeHostIPs(node).map(familyOfText));
+  for (const ip of typeof nodeIPOverride === "string" ? [nodeIPOverride] : nodeIPOverride) {
+    if (ip && ip !== "0.0.0.0" && ip !== "::") fams.add(familyOfText(ip));
+  }
+  return IP_FAMILIES.filter((f) => fams.has(f));
+}
+
+/** The core's log callback over the agent's logger (info lines at verbosity 2). */
+export function coreLog(log: Logger): LogFn {
+  return (level, msg, fields) => {
+    if (level === "error") log.error(msg, undefined, fields);
+    else if (level === "warn") log.warn(msg, fields);
+    else log.info(msg, fields, 2);
+  };
+}
+
+/** What a node talks to. */
+export interface NodeClients {
+  /** Opens one family's nftables client: libnftables, the dry-run client or an in-memory table. */
+  nftables(family: IpFamily): NftablesClient;
+  /** The stale-flow cleanup and the reconcile; none in a dry run. */
+  conntrack?: ConntrackRunner;
+}
+
+/** Settings of {@link buildNode} that do not come from the flags. */
+export interface NodeOptions {
+  /** This node's name (hostname override, else the host name, lower case). */
+  nodeName: string;
+  /** The IP families to program (from the Node's IPs: {@link nodeFamilies}). */
+  families: readonly IpFamily[];
+  log: Logger;
+  metrics?: ProxyMetrics;
+  health?: ProxierHealthServer;
+  serviceHealth?: ServiceHealthServers;
+  /** Whether our table was already there; by default, whether any family's table has chains (never in a dry run). */
+  adopted?: boolean;
+  /** Called after each completed sync (tests and drivers report it). */
+  onSync?: EngineOptions["onSync"];
+  /** Rule settings for callers that build states rather than flags (goldens, benchmarks). */
+  rules?: ProxierConfig;
+  /** Proxier knobs tests turn: a clock, transaction size, memory trimming. */
+  proxier?: Pick<ProxierOptions, "now" | "maxOpsPerTransaction" | "trimMemory" | "yieldEveryMs">;
+}
+
+/** One node's proxy, built and not yet started. */
+export interface ProxyNode {
+  readonly state: ClusterState;
+  readonly engine: SyncEngine;
+  /** One proxier per family of {@link NodeOptions.families}. */
+  readonly proxiers: Partial<Record<IpFamily, Proxier>>;
+  readonly clients: Partial<Record<IpFamily, NftablesClient>>;
+  /** Our table was found at start-up: a restart, whose first sync adopts it. */
+  readonly adopted: boolean;
+  /** Stops the engine (rules stay) and releases the conntrack runner and the clients. */
+  close(): Promise<void>;
+}
+
+/** Builds the cluster state, the proxiers and the engine of one node. */
+export async function buildNode(
+  cfg: AgentConfig,
+  clients: NodeClients,
+  opts: NodeOptions,
+): Promise<ProxyNode> {
+  const log = coreLog(opts.log);
+  const state = new ClusterState({ nodeName: opts.nodeName, bindAddress: cfg.nodeIPOverride, log });
+  const rules = opts.rules ?? proxierConfig(cfg);
+  const proxiers: Partial<Record<IpFamily, Proxier>> = {};
+  const nft: Partial<Record<IpFamily, NftablesClient>> = {};
+  let found = false;
+  for (const f of opts.families) {
+    const client = nft[f] = clients.nftables(f);
+    if (opts.adopted === undefined && !cfg.dryRun && (await client.listChains()).length > 0) {
+      found = true;
+    }
+    proxiers[f] = new Proxier({
+      ...opts.proxier,
+      client,
+      config: rules,
+      fullSyncPeriodMs: cfg.fullSyncPeriodMs,
+      // A long full sync steps aside for a change waiting behind it.
+      shouldYield: () => state.hasPendingChanges(),
+      log,
+    });
+  }
+  const adopted = opts.adopted ?? found;
+  const engine = new SyncEngine({
+    state,
+    proxiers,
+    minSyncPeriodMs: cfg.minSyncPeriodMs,
+    syncPeriodMs: cfg.syncPeriodMs,
+    log: opts.log,
+    metrics: opts.metrics,
+    health: opts.health,
+    serviceHealth: opts.serviceHealth,
+    conntrack: clients.conntrack,
+    reconcilePeriodMs: cfg.conntrackReconcilerPeriodMs,
+    adopted,
+    onSync: opts.onSync,
+  });
+  return {
+    state,
+    engine,
+    proxiers,
+    clients: nft,
+    adopted,
+    async close() {
+      await engine.stop();
+      clients.conntrack?.close();
+      for (const c of Object.values(nft)) c.close();
+    },
+  };
+}
+
+/** The informers' callbacks, each bound to the engine's `record*` (the one route of an event). */
+export function informerHandlers(engine: SyncEngine): Required<ProxyInformerHandlers> {
+  return {
+    services: {
+      onAdd: (o) => engine.recordService(null, o as V1Service),
+      onUpdate: (a, b) => engine.recordService(a as V1Service, b as V1Service),
+      onDelete: (o) => engine.recordService(o as V1Service, null),
+      onSynced: () => engine.markSynced("services"),
+    },
+    endpointSlices: {
+      onAdd: (o) => engine.recordEndpointSlice(null, o as EndpointSlice),
+      onUpdate: (a, b) => engine.recordEndpointSlice(a as EndpointSlice, b as EndpointSlice),
+      onDelete: (o) => engine.recordEndpointSlice(o as EndpointSlice, null),
+      onSynced: () => engine.markSynced("endpointSlices"),
+    },
+    node: {
+      onAdd: (o) => engine.recordNode(o as V1Node),
+      onUpdate: (_a, b) => engine.recordNode(b as V1Node),
+      onDelete: () => engine.recordNode(null),
+    },
+    serviceCIDRs: {
+      onAdd: (o) => engine.recordServiceCIDR(null, o as ServiceCIDR),
+      onUpdate: (a, b) => engine.recordServiceCIDR(a as ServiceCIDR, b as ServiceCIDR),
+      onDelete: (o) => engine.recordServiceCIDR(o as ServiceCIDR, null),
+    },
+  };
+}
