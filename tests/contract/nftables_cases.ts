@@ -1,6 +1,6 @@
 /**
  * The nftables contract suite: cases that any {@link NftablesClient} must pass,
- * run against the in-memory fake (ffi/nftables/fake_contract_test.ts) and
+ * run against the in-memory nftables (ffi/nftables/memory/contract_test.ts) and
  * against the real kernel inside a test namespace
  * (tests/contract/real_contract_test.ts), so the fake cannot drift from the
  * kernel. Every case starts from a table that does not exist yet.
@@ -12,150 +12,25 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { type Element, NftablesError, type Set as NftSet } from "../../ffi/nftables/types.ts";
 import {
-  type Chain,
-  type Element,
-  type Family,
-  type NftablesClient,
-  NftablesError,
-  type Set as NftSet,
-  type TableState,
-  Transaction,
-} from "../../ffi/nftables/types.ts";
+  chain,
+  type ContractCase,
+  el,
+  fails,
+  flags,
+  keys,
+  mustList,
+  natPre,
+  norm,
+  rule,
+  rulesOf,
+  table,
+  tx,
+} from "./nftables_helpers.ts";
+import { rejectionCases } from "./nftables_rejections.ts";
 
-/** Returns a client for the case's table (the same table on every call within a case). */
-export type ClientFactory = (family?: Family) => NftablesClient;
-
-/** One contract case. */
-export interface ContractCase {
-  name: string;
-  run: (c: ClientFactory) => Promise<void>;
-}
-
-/** Which errno a failure must carry. */
-type Want = "notFound" | "exists" | "busy" | "notSupported" | "any";
-
-const WANT_RE: Record<Exclude<Want, "any">, RegExp> = {
-  notFound: /No such file or directory|does not exist/i,
-  exists: /File exists/i,
-  busy: /Device or resource busy/i,
-  notSupported: /Operation not supported/i,
-};
-
-/**
- * Runs `tx` expecting failure at op `index` with the given kind, and checks
- * that the table is exactly as before (atomicity).
- */
-async function fails(
-  c: NftablesClient,
-  tx: Transaction,
-  index: number,
-  want: Want,
-): Promise<void> {
-  const before = summarize(await c.list());
-  let err: unknown;
-  try {
-    await c.run(tx);
-  } catch (e) {
-    err = e;
-  }
-  assert.ok(err instanceof NftablesError, `expected NftablesError, got ${String(err)}`);
-  if (want !== "any") {
-    assert.match(err.message, WANT_RE[want], `wrong error kind (${want}): ${err.message}`);
-  }
-  assert.equal(err.failedOperation, index, `wrong failedOperation for: ${err.message}`);
-  assert.ok(err.failedCommand !== undefined && err.failedCommand.length > 0);
-  assert.deepEqual(summarize(await c.list()), before, "a failed transaction changed the table");
-}
-
-/** A comparable, order-independent digest of a table. */
-export function summarize(st: TableState | null): unknown {
-  if (st === null) return null;
-  const byName = <T>(m: globalThis.Map<string, T>) => [...m.keys()].sort();
-  const elems = (es: Element[]) =>
-    es.map((e) =>
-      `${e.key.join(" . ")}${e.value ? ` : ${e.value.join(" . ")}` : ""}${
-        e.comment === undefined ? "" : ` #${e.comment}`
-      }`
-    ).sort();
-  return {
-    comment: st.comment ?? null,
-    chains: byName(st.chains).map((n) => {
-      const { chain, rules } = st.chains.get(n)!;
-      return {
-        name: n,
-        base: baseOf(chain),
-        rules: rules.map((r) => ({ handle: r.handle, comment: r.comment ?? null })),
-      };
-    }),
-    sets: byName(st.sets).map((n) => {
-      const { set, elements } = st.sets.get(n)!;
-      return { name: n, type: norm(set.type), flags: flags(set.flags), elements: elems(elements) };
-    }),
-    maps: byName(st.maps).map((n) => {
-      const { map, elements } = st.maps.get(n)!;
-      return {
-        name: n,
-        type: `${norm(map.type)} : ${norm(map.dataType)}`,
-        flags: flags(map.flags),
-        elements: elems(elements),
-      };
-    }),
-  };
-}
-
-function baseOf(c: Chain): string | null {
-  return c.hook === undefined
-    ? null
-    : `${c.type} ${c.hook} ${c.priority ?? 0} ${c.policy ?? "accept"}`;
-}
-
-function norm(t: string): string {
-  return t.split(".").map((p) => p.trim()).join(" . ");
-}
-
-function flags(f: string[] | undefined): string {
-  return [...new Set(f ?? [])].sort().join(",");
-}
-
-async function mustList(c: NftablesClient): Promise<TableState> {
-  const st = await c.list();
-  assert.ok(st !== null, "table should exist");
-  return st;
-}
-
-function rulesOf(st: TableState, chain: string) {
-  const c = st.chains.get(chain);
-  assert.ok(c !== undefined, `chain ${chain} should exist`);
-  return c.rules;
-}
-
-function keys(es: Element[]): string[] {
-  return es.map((e) => `${e.key.join(" . ")}${e.value ? ` : ${e.value.join(" . ")}` : ""}`)
-    .sort();
-}
-
-const tx = () => new Transaction();
-const table = { kind: "table" } as const;
-const chain = (name: string, extra: Partial<Chain> = {}): Chain => ({
-  kind: "chain",
-  name,
-  ...extra,
-});
-const rule = (c: string, body: string, extra: { comment?: string; handle?: number } = {}) => ({
-  kind: "rule" as const,
-  chain: c,
-  rule: body,
-  ...extra,
-});
-const natPre = { type: "nat", hook: "prerouting", priority: -100 } as const;
-const el = (set: string, key: string[], value?: string[], comment?: string): Element => ({
-  kind: "element",
-  ...(value === undefined ? { set } : { map: set }),
-  key,
-  ...(value === undefined ? {} : { value }),
-  ...(comment === undefined ? {} : { comment }),
-});
+export { type ClientFactory, type ContractCase, summarize } from "./nftables_helpers.ts";
 
 /** Every contract case. */
 export const cases: ContractCase[] = [
@@ -921,4 +796,5 @@ export const cases: ContractCase[] = [
       assert.deepEqual((await n.listChains()).sort(), ["nat-prerouting", "services"]);
     },
   },
+  ...rejectionCases,
 ];

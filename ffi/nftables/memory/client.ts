@@ -23,7 +23,17 @@
  *   `flags interval`, overlapping intervals;
  * - nft keywords (`dnat`, `counter`, ...) as chain, set or map names;
  * - loops, or jump paths deeper than 15, below a base chain, through rules
- *   and verdict maps (EMLINK; unreachable chains are not checked).
+ *   and verdict maps (EMLINK; unreachable chains are not checked);
+ * - rule bodies with a word nft does not know (`frobnicate drop`), or whose
+ *   `@set`, `vmap @m` or `map @m` key expression has another type than the
+ *   set (`ip daddr @v6set`: "datatype mismatch"); expressions it does not
+ *   know are not type-checked (memory/expr.ts);
+ * - rules using a map read back from the kernel (made by an earlier
+ *   transaction) whose `typeof` value joins `ip daddr` and `th dport`: nft
+ *   1.0.6's "conflicting protocols specified: ip vs. th";
+ * - comments over 128 bytes of UTF-8 on tables, chains, sets, maps, rules and
+ *   elements, element deletes included ("comment too long"). A delete's
+ *   comment and value are otherwise ignored, even wrong ones, as nft does.
  *
  * `flush table` deletes every rule but keeps chains, sets and elements, like
  * the kernel. Re-adding a set takes its new default timeout. Reads (`state()`,

@@ -8,7 +8,7 @@
 import type { Chain, Element, Map as NftMap, Operation, Rule, Set as NftSet } from "../types.ts";
 import { parseTypeList, type Part } from "./datatypes.ts";
 import { EBUSY, EEXIST, ENOENT, EOPNOTSUPP, fail, invalid } from "./errors.ts";
-import { analyseRule, checkName } from "./rule.ts";
+import { analyseRule, checkComment, checkName } from "./rule.ts";
 import {
   checkOverlap,
   Draft,
@@ -29,6 +29,7 @@ export function step(draft: Draft | null, op: Operation, where: string): Draft |
     switch (op.verb) {
       case "add":
       case "create":
+        if (op.obj.comment !== undefined) checkComment(op.obj.comment);
         if (draft === null) return new Draft(emptyTable(op.obj.comment));
         if (op.verb === "create") fail(EEXIST, `${where} exists`);
         return draft;
@@ -78,6 +79,7 @@ function chainOp(d: Draft, verb: Operation["verb"], c: Chain): void {
   switch (verb) {
     case "add":
     case "create": {
+      if (c.comment !== undefined) checkComment(c.comment);
       if ((c.type === undefined) !== (c.hook === undefined)) {
         invalid(`chain ${c.name}: a base chain needs both type and hook`);
       }
@@ -173,6 +175,7 @@ function setOp(d: Draft, verb: Operation["verb"], s: NftSet | NftMap): void {
   switch (verb) {
     case "add":
     case "create": {
+      if (s.comment !== undefined) checkComment(s.comment);
       const keyTypes = parseTypeList(s.type, `${s.kind} ${s.name} type`, false);
       const dataType = s.kind === "map" && s.type.startsWith("typeof ") && s.dataType !== "verdict"
         ? `typeof ${s.dataType}`
@@ -242,6 +245,8 @@ function elementOp(d: Draft, verb: Operation["verb"], e: Element): void {
   const name = e.set ?? e.map;
   if (name === undefined) invalid("element needs a set or map name");
   if (d.t.sets.get(name) === undefined) fail(ENOENT, `set or map ${name} does not exist`);
+  // nft 1.0.6 ignores a delete's comment and value (even wrong ones), but not a too long comment.
+  if (e.comment !== undefined) checkComment(e.comment);
   const s = d.set(name);
   const key = parseParts(e.key, s.keyTypes, s.interval, "key", name);
   const k = key.map((p) => p.text).join(" . ");

@@ -5,8 +5,9 @@
  *
  * @module
  */
-import { invalid } from "./errors.ts";
 import { unquote } from "./datatypes.ts";
+import { invalid } from "./errors.ts";
+import { checkWords, type Lookup, lookupTypes } from "./expr.ts";
 
 /** Splits nft rule text into tokens (quoted strings kept whole). */
 function tokenize(rule: string): string[] {
@@ -26,6 +27,8 @@ function tokenize(rule: string): string[] {
 export interface RuleRefs {
   chains: string[];
   sets: string[];
+  /** The lookups among `sets`, with their key expressions' types where known. */
+  lookups: Lookup[];
   anonSets: number;
   body: string;
   comment?: string;
@@ -45,8 +48,11 @@ export function analyseRule(text: string, comment: string | undefined): RuleRefs
     toks.length = n - 2;
     if (toks.length === 0) invalid(`rule "${text}" has only a comment`);
   }
+  if (comment !== undefined) checkComment(comment);
+  checkWords(text, toks, KEYWORDS);
   const chains: string[] = [];
   const sets: string[] = [];
+  const lookups: Lookup[] = [];
   let anonSets = 0;
   // Stack of open braces: whether each is an anonymous set (vs a dynset key) and its shape.
   const stack: { anon: boolean; colon: boolean; comma: boolean }[] = [];
@@ -63,6 +69,7 @@ export function analyseRule(text: string, comment: string | undefined): RuleRefs
       if (t.length === 1) invalid(`rule "${text}": "@" needs a set name`);
       checkName("set", t.slice(1));
       sets.push(t.slice(1));
+      lookups.push({ set: t.slice(1), types: lookupTypes(toks, i) });
     } else if (t === "{") {
       // `update @s { ip saddr }` holds a key expression, not a set.
       const prev = toks[i - 1] ?? "";
@@ -76,7 +83,7 @@ export function analyseRule(text: string, comment: string | undefined): RuleRefs
     else if (t === "," && stack.length > 0) stack[stack.length - 1].comma = true;
   }
   if (stack.length > 0) invalid(`rule "${text}": unbalanced "{"`);
-  return { chains, sets, anonSets, body, comment };
+  return { chains, sets, lookups, anonSets, body, comment };
 }
 
 /**
@@ -101,5 +108,15 @@ export function checkName(what: string, name: string): void {
   if (/[\s"]/.test(name)) invalid(`${what} name "${name}" must not contain spaces or quotes`);
   if (KEYWORDS.has(name)) {
     invalid(`syntax error: ${what} name "${name}" is an nft keyword; choose another name`);
+  }
+}
+
+/** nft's limit on a comment (NFT_USERDATA_MAXLEN): 128 bytes of UTF-8, though nft says characters. */
+export const MAX_COMMENT_BYTES = 128;
+
+/** Refuses a comment longer than nft allows, with nft's words. */
+export function checkComment(comment: string): void {
+  if (new TextEncoder().encode(comment).length > MAX_COMMENT_BYTES) {
+    invalid(`comment too long, ${MAX_COMMENT_BYTES} characters maximum allowed`);
   }
 }

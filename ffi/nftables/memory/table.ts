@@ -17,6 +17,7 @@ import type {
 } from "../types.ts";
 import { type DataType, type Part } from "./datatypes.ts";
 import { EEXIST, EMLINK, ENOENT, EOPNOTSUPP, fail, invalid, MAX_JUMP_DEPTH } from "./errors.ts";
+import { checkLookupType } from "./expr.ts";
 import { checkName, type RuleRefs } from "./rule.ts";
 
 /** A rule as the table keeps it. */
@@ -80,6 +81,7 @@ export class Draft {
   readonly t: TableData;
   #ownedChains = new globalThis.Set<string>();
   #ownedSets = new globalThis.Set<string>();
+  #createdSets = new globalThis.Set<string>();
 
   constructor(base: TableData) {
     this.t = {
@@ -124,6 +126,12 @@ export class Draft {
   newSet(e: SetEntry): void {
     this.t.sets.set(e.def.name, e);
     this.#ownedSets.add(e.def.name);
+    this.#createdSets.add(e.def.name);
+  }
+
+  /** Whether this transaction created the set or map (nft then knows it from the batch). */
+  createdHere(name: string): boolean {
+    return this.#createdSets.has(name);
   }
 }
 
@@ -228,8 +236,30 @@ export function holdRule(d: Draft, refs: RuleRefs): void {
   for (const s of refs.sets) {
     if (!d.t.sets.has(s)) fail(ENOENT, `set or map @${s} does not exist`);
   }
+  for (const l of refs.lookups) {
+    const s = d.t.sets.get(l.set)!;
+    checkLookupType(l, s.keyTypes.map((t) => t.name));
+    const conflict = protocolConflict(s.def);
+    // nft 1.0.6 gets this wrong only for a map it read back from the kernel.
+    if (conflict !== undefined && !d.createdHere(l.set)) {
+      invalid(`conflicting protocols specified: ${conflict} (@${l.set})`);
+    }
+  }
   for (const c of refs.chains) holdChain(d, c);
   for (const s of refs.sets) bump(d.t.setRefs, s, 1);
+}
+
+/**
+ * nft 1.0.6 refuses every rule using a map it read back from the kernel
+ * whose `typeof` value joins a network-header field and a `th` field
+ * (`ip daddr . th dport`): "conflicting protocols specified: ip vs. th".
+ * Returns the "ip vs. th" part, or undefined.
+ */
+export function protocolConflict(def: NftSet | NftMap): string | undefined {
+  if (def.kind !== "map" || !def.type.startsWith("typeof ")) return undefined;
+  const parts = def.dataType.split(" . ").map((p) => p.trim().split(/\s+/)[0]);
+  const net = parts.find((p) => p === "ip" || p === "ip6");
+  return net !== undefined && parts.includes("th") ? `${net} vs. th` : undefined;
 }
 
 /** Drops the counts a removed rule held. */
