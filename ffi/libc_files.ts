@@ -7,16 +7,8 @@
  *
  * @module
  */
+import { errnoName } from "./errno.ts";
 import { lastErrno, libc as lib, strerror } from "./libc.ts";
-
-const ERRNO_CODES: Record<number, string> = {
-  1: "EPERM",
-  2: "ENOENT",
-  13: "EACCES",
-  21: "EISDIR",
-  22: "EINVAL",
-  30: "EROFS",
-};
 
 const O_RDONLY = 0;
 const O_WRONLY = 1;
@@ -39,7 +31,7 @@ export class LibcFileError extends Error {
 function fail(op: string, path: string): never {
   const errno = lastErrno();
   const why = strerror(errno);
-  const code = ERRNO_CODES[errno] ?? `errno ${errno}`;
+  const code = errnoName(errno);
   if (errno === 2) throw new Deno.errors.NotFound(`${op} ${path}: ${why}`);
   throw new LibcFileError(code, errno, op, path, why);
 }

@@ -41,11 +41,9 @@ import {
   putHeader,
 } from "../netlink/message.ts";
 import { openNetfilter } from "../netlink/socket.ts";
+import { EAGAIN, EINTR } from "../errno.ts";
 import type { ConntrackClient, ConntrackEntry, DeleteResult, DumpResult } from "./types.ts";
 import { emptyConntrackEntry } from "./types.ts";
-
-const EINTR = 4;
-const EAGAIN = 11;
 
 /** True on little-endian hosts (x86_64, arm64): network-order values arrive byte-swapped. */
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;

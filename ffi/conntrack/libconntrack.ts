@@ -8,6 +8,7 @@
 import { openLibrary } from "../libpath.ts";
 import { type Libc, libc, strerror } from "../libc.ts";
 import { libmnl, type Mnl } from "../netlink/libmnl.ts";
+import { errnoName } from "../errno.ts";
 
 /** `nfct_open` subsystem id for conntrack entries. */
 export const CONNTRACK = 1;
@@ -98,34 +99,6 @@ export function loadConntrackLibs(): ConntrackLibs {
 }
 
 export { lastErrno } from "../libc.ts";
-
-/** Symbolic names of the errno values netlink and conntrack produce. */
-const ERRNO_NAMES: Readonly<Record<number, string>> = {
-  1: "EPERM",
-  2: "ENOENT",
-  4: "EINTR",
-  5: "EIO",
-  9: "EBADF",
-  11: "EAGAIN",
-  12: "ENOMEM",
-  13: "EACCES",
-  16: "EBUSY",
-  17: "EEXIST",
-  22: "EINVAL",
-  28: "ENOSPC",
-  61: "ENODATA",
-  90: "EMSGSIZE",
-  93: "EPROTONOSUPPORT",
-  95: "EOPNOTSUPP",
-  97: "EAFNOSUPPORT",
-  105: "ENOBUFS",
-  110: "ETIMEDOUT",
-};
-
-/** Name of an errno value (`ENOENT`), or `errno N` when unknown. */
-export function errnoName(errno: number): string {
-  return ERRNO_NAMES[errno] ?? `errno ${errno}`;
-}
 
 /** `ENOENT (No such file or directory)`: name plus libc's description. */
 export function describeErrno(errno: number): string {

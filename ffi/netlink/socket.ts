@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { EINTR } from "../errno.ts";
 import { lastErrno, libc, strerror } from "../libc.ts";
 import { libmnl } from "./libmnl.ts";
 import { NETLINK_NETFILTER, parseAcks } from "./message.ts";
@@ -19,7 +20,6 @@ const SO_RCVBUFFORCE = 33;
 const SO_RCVTIMEO = 20;
 const SOL_NETLINK = 270;
 const NETLINK_CAP_ACK = 10;
-const EINTR = 4;
 const RX = 1 << 18;
 
 /** Options of {@link openNetfilter}. */

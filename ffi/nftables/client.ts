@@ -1,10 +1,14 @@
 /**
- * The real {@link NftablesClient}: nft script text through libnftables.
- *
- * A transaction is rendered with `renderScript` and handed to ONE
- * `nft_run_cmd_from_buffer` call, which libnftables sends as one netlink
- * batch: the kernel applies all of it or none of it. The call runs on a
- * worker thread (`nonblocking`), and calls on one client are serialised.
+ * The real {@link NftablesClient}. Writes go one of two ways, chosen in
+ * route.ts: an element-only transaction as one nf_tables netlink batch
+ * (netlink/writer.ts, over ffi/netlink), anything else, and every dry run,
+ * as nft script text (`renderScript`) handed to ONE libnftables
+ * `nft_run_cmd_from_buffer` call. Either is one netlink batch: the kernel
+ * applies all of it or none of it. Both run off the event loop
+ * (`nonblocking` FFI), and calls on one client are serialised. Reads are
+ * libnftables listings, except the rule counts (a netlink rule dump) and
+ * single-element lookups (netlink GETSETELEM). Failures are
+ * {@link NftablesError}s carrying the kernel's errno.
  *
  * Finding the failed command (only on failure): libnftables 1.0.6 prints no
  * line number for buffer input (it echoes the buffer's FIRST line, with the
@@ -77,7 +81,9 @@ import { RawElementWriter } from "./netlink/writer.ts";
 import { deleteTableOverNetlink, libnftablesHazard } from "./netlink/set_dump.ts";
 import { dumpRuleCounts } from "./netlink/rule_dump.ts";
 import { lookupElement } from "./netlink/element_get.ts";
-import { strerror as errnoText } from "../libc.ts";
+import { strerror } from "../libc.ts";
+import { ENOENT, errnoOfNftMessage } from "../errno.ts";
+import { scriptRoute, writeRoute } from "./route.ts";
 import { canonicalIP } from "../../net/ip.ts";
 
 const FAMILIES: readonly Family[] = ["ip", "ip6", "inet"];
@@ -179,8 +185,9 @@ class LibNftablesClient implements NftablesClient {
     }
     const ops = tx.ops.slice(); // later pushes to tx must not change what we apply
     if (ops.length === 0) return Promise.resolve();
-    const raw = dryRun ? undefined : this.#raw;
-    if (raw !== undefined && ops.every((o) => o.obj.kind === "element")) {
+    const raw = this.#raw;
+    const route = writeRoute(ops, { rawElements: raw !== undefined, dryRun });
+    if (route === "elements" && raw !== undefined) {
       const batch = raw.unknownTargets(ops).length === 0 ? raw.encode(ops) : undefined;
       return this.enqueue(async () => {
         if (batch === undefined && raw.unknownTargets(ops).length > 0) {
@@ -200,16 +207,10 @@ class LibNftablesClient implements NftablesClient {
       return Promise.reject(e);
     }
     return this.enqueue(async () => {
-      const hazard = this.hazard();
-      if (hazard !== undefined) {
-        if (
-          !dryRun && ops.length === 1 && ops[0].verb === "delete" && ops[0].obj.kind === "table"
-        ) {
-          // --cleanup still works: the table goes over plain netlink.
-          return await this.deleteTableRaw();
-        }
-        throw new NftablesError(hazard);
-      }
+      const route = scriptRoute(ops, dryRun, this.hazard());
+      // --cleanup still works with a hazard: the table goes over plain netlink.
+      if (route.via === "netlink-table-delete") return await this.deleteTableRaw();
+      if (route.via === "refused") throw new NftablesError(route.why);
       const res = await this.exec(script, dryRun);
       if (res.rc !== 0) throw await this.explain(ops, script, res.error);
       if (!dryRun) raw?.learn(ops);
@@ -229,14 +230,16 @@ class LibNftablesClient implements NftablesClient {
   private async deleteTableRaw(): Promise<void> {
     const errno = await deleteTableOverNetlink(this.family, this.table);
     if (errno !== 0) {
-      throw new NftablesError(`delete table ${this.family} ${this.table}: ${errnoText(errno)}`);
+      const what = `delete table ${this.family} ${this.table}`;
+      throw new NftablesError(`${what}: ${strerror(errno)}`, undefined, undefined, errno);
     }
   }
 
   /** Renders and runs `ops` through libnftables (inside the queue). */
   private async runScript(ops: Operation[], dryRun: boolean): Promise<void> {
-    const hazard = this.hazard();
-    if (hazard !== undefined) throw new NftablesError(hazard);
+    const route = scriptRoute(ops, dryRun, this.hazard());
+    if (route.via === "netlink-table-delete") return await this.deleteTableRaw();
+    if (route.via === "refused") throw new NftablesError(route.why);
     const script = renderScript(this.family, this.table, ops);
     const res = await this.exec(script, dryRun);
     if (res.rc !== 0) throw await this.explain(ops, script, res.error);
@@ -297,13 +300,11 @@ class LibNftablesClient implements NftablesClient {
     const message = records.length === 0
       ? "libnftables failed without an error message"
       : records.map((r) => r.message).join("\n");
+    const errno = errnoOfNftMessage(message);
     const idx = await this.locate(ops, script, records[0]);
-    if (idx === undefined) return new NftablesError(message);
-    return new NftablesError(
-      message,
-      idx,
-      renderOperation(this.family, this.table, ops[idx]),
-    );
+    if (idx === undefined) return new NftablesError(message, undefined, undefined, errno);
+    const cmd = renderOperation(this.family, this.table, ops[idx]);
+    return new NftablesError(message, idx, cmd, errno);
   }
 
   private async locate(
@@ -419,11 +420,10 @@ class LibNftablesClient implements NftablesClient {
     return this.enqueue(async () => {
       const res = await this.#ctx.run(cmd + "\n");
       if (res.rc === 0) return res.output;
-      const err = new NftablesError(
-        parseErrorText(res.error).map((r) => r.message).join("\n") || `${cmd} failed`,
-      );
-      if (err.notFound) return null;
-      throw err;
+      const message = parseErrorText(res.error).map((r) => r.message).join("\n") || `${cmd} failed`;
+      const errno = errnoOfNftMessage(message);
+      if (errno === ENOENT) return null;
+      throw new NftablesError(message, undefined, undefined, errno);
     });
   }
 
@@ -449,6 +449,9 @@ class LibNftablesClient implements NftablesClient {
     if (entry === undefined) {
       throw new NftablesError(
         `${kind} ${this.family} ${this.table} ${name} does not exist (No such file or directory)`,
+        undefined,
+        undefined,
+        ENOENT,
       );
     }
     return entry.elements;

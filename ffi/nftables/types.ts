@@ -1,13 +1,17 @@
 /**
  * Typed nftables objects and transactions, modelled on knftables.
  *
- * A {@link Transaction} is an ordered list of operations on one table. It is
- * serialised to nft script syntax (not JSON: libnftables 1.0.6 JSON input
- * cannot express dynamic sets, typeof, or comments), and applied by an
- * {@link NftablesClient} as one atomic kernel transaction.
+ * A {@link Transaction} is an ordered list of operations on one table,
+ * applied by an {@link NftablesClient} as one atomic kernel transaction. The
+ * real client (client.ts) sends it one of two ways, chosen in route.ts: an
+ * element-only transaction as one nf_tables netlink batch, anything else as
+ * nft script text through libnftables (not JSON: libnftables 1.0.6 JSON
+ * input cannot express dynamic sets, typeof, or comments).
+ * {@link NftablesError} carries the kernel's errno either way.
  *
  * @module
  */
+import { EEXIST, ENOENT, errnoOfNftMessage } from "../errno.ts";
 
 /** nftables address family of a table. */
 export type Family = "ip" | "ip6" | "inet";
@@ -199,30 +203,41 @@ export interface NftablesClient {
   close(): void;
 }
 
-/** A failed transaction. Nothing of it was applied. */
+/**
+ * A failed transaction (nothing of it was applied), or a failed read. Its
+ * kind is an errno, as in knftables: the netlink paths pass the kernel's,
+ * and the libnftables path maps nft's text once (`errnoOfNftMessage`).
+ */
 export class NftablesError extends Error {
+  /** The kernel's errno for this failure, when one is known (2: ENOENT, 17: EEXIST, ...). */
+  readonly errno: number | undefined;
+
   /**
-   * @param message libnftables' error text.
+   * @param message the error text (libnftables', or ours naming the object).
    * @param failedOperation index into the transaction's ops of the command that failed, when found.
    * @param failedCommand the nft syntax of that command, when found.
+   * @param errno the kernel's errno. Omitted, it is read from `message` as nft words it
+   *   (for callers that only have text, such as the in-memory nftables).
    */
   constructor(
     message: string,
     readonly failedOperation?: number,
     readonly failedCommand?: string,
+    errno?: number,
   ) {
     super(
       failedCommand === undefined ? message : `${message}\n  failing command: ${failedCommand}`,
     );
     this.name = "NftablesError";
+    this.errno = errno ?? errnoOfNftMessage(message);
   }
 
   /** True when the error means the object does not exist (ENOENT). */
   get notFound(): boolean {
-    return /No such file or directory|does not exist/i.test(this.message);
+    return this.errno === ENOENT;
   }
   /** True when the error means the object already exists (EEXIST). */
   get exists(): boolean {
-    return /File exists/i.test(this.message);
+    return this.errno === EEXIST;
   }
 }
