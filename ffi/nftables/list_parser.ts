@@ -24,6 +24,12 @@ import type {
   SetFlag,
   TableState,
 } from "./types.ts";
+import {
+  type NftToken,
+  NftTokenError,
+  readQuoted as readNftQuoted,
+  tokenizeNft,
+} from "./tokens.ts";
 
 /** Raised when the listing does not have the expected shape. */
 export class ListParseError extends Error {
@@ -66,42 +72,22 @@ function duration(text: string): number {
 
 /** Reads a double-quoted string starting at `s[i]`; returns its value and the index after it. */
 function readQuoted(s: string, i: number): { value: string; end: number } {
-  let value = "";
-  let j = i + 1;
-  while (j < s.length && s[j] !== '"') {
-    if (s[j] === "\\" && j + 1 < s.length) j++;
-    value += s[j];
-    j++;
+  try {
+    return readNftQuoted(s, i);
+  } catch (e) {
+    throw e instanceof NftTokenError ? new ListParseError(e.message) : e;
   }
-  if (j >= s.length) throw new ListParseError(`unterminated string in: ${s}`);
-  return { value, end: j + 1 };
 }
 
 /** A token of an element: a bare word, or a quoted string (value unescaped). */
-interface Token {
-  text: string;
-  quoted: boolean;
-}
+type Token = Pick<NftToken, "text" | "quoted">;
 
 function tokenize(s: string): Token[] {
-  const out: Token[] = [];
-  let i = 0;
-  while (i < s.length) {
-    const c = s[i];
-    if (c === " " || c === "\t" || c === "\n") {
-      i++;
-    } else if (c === '"') {
-      const q = readQuoted(s, i);
-      out.push({ text: q.value, quoted: true });
-      i = q.end;
-    } else {
-      let j = i;
-      while (j < s.length && !' \t\n"'.includes(s[j])) j++;
-      out.push({ text: s.slice(i, j), quoted: false });
-      i = j;
-    }
+  try {
+    return tokenizeNft(s);
+  } catch (e) {
+    throw e instanceof NftTokenError ? new ListParseError(e.message) : e;
   }
-  return out;
 }
 
 /** Splits `s` at top-level commas (outside quotes and braces). */

@@ -5,22 +5,19 @@
  *
  * @module
  */
+import { NftTokenError, tokenizeNft } from "../tokens.ts";
 import { unquote } from "./datatypes.ts";
 import { invalid } from "./errors.ts";
 import { checkWords, type Lookup, lookupTypes } from "./expr.ts";
 
-/** Splits nft rule text into tokens (quoted strings kept whole). */
+/** Splits nft rule text into tokens (quoted strings kept whole, with their quotes). */
 function tokenize(rule: string): string[] {
-  const out: string[] = [];
-  const re = /\s*("(?:[^"\\]|\\.)*"|[{}(),:;]|[^\s{}(),:;"]+)/gy;
-  let m: RegExpExecArray | null;
-  let last = 0;
-  while ((m = re.exec(rule)) !== null) {
-    out.push(m[1]);
-    last = re.lastIndex;
+  try {
+    return tokenizeNft(rule, "{}(),:;").map((t) => t.raw);
+  } catch (e) {
+    if (e instanceof NftTokenError) invalid(`rule "${rule}": unterminated string`);
+    throw e;
   }
-  if (rule.slice(last).trim() !== "") invalid(`rule "${rule}": unterminated string`);
-  return out;
 }
 
 /** What a rule body refers to, and how many anonymous sets it makes. */

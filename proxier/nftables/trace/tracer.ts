@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { ruleWords } from "../../../ffi/nftables/tokens.ts";
 import type { Chain, Element, Hook, Rule } from "../../../ffi/nftables/types.ts";
 import { cidrContains, parseCIDR } from "../../../net/cidr.ts";
 import { nftFamily } from "../../../net/family.ts";
@@ -106,32 +107,6 @@ function fork(p: Pkt, step?: Step, share = 1): Pkt {
 
 function canon(s: string): string {
   return canonicalIP(s) ?? s;
-}
-
-/** Splits a rule into tokens; quoted strings and `{ ... }` groups stay whole. */
-export function tokenize(rule: string): string[] {
-  const out: string[] = [];
-  let i = 0;
-  while (i < rule.length) {
-    const c = rule[i];
-    if (c === " " || c === "\t") {
-      i++;
-      continue;
-    }
-    const close = c === '"' ? '"' : c === "{" ? "}" : undefined;
-    if (close !== undefined) {
-      const j = rule.indexOf(close, i + 1);
-      if (j < 0) throw new Error(`unterminated ${c} in rule: ${rule}`);
-      out.push(rule.slice(i, j + 1));
-      i = j + 1;
-      continue;
-    }
-    let j = i;
-    while (j < rule.length && rule[j] !== " " && rule[j] !== "\t") j++;
-    out.push(rule.slice(i, j));
-    i = j;
-  }
-  return out;
 }
 
 const HOOK_ORDER: Record<Packet["from"], Hook[]> = {
@@ -343,7 +318,7 @@ class Tracer {
 
   /** Evaluates one rule; returns every possible result (numgen forks). */
   private runRule(rule: string, pkt0: Pkt, depth: number, at: Step): Promise<Res[]> {
-    const t = tokenize(rule);
+    const t = ruleWords(rule);
     const fail = (why: string): never => {
       throw new Error(`tracer: cannot interpret ${why} in rule: ${rule}`);
     };

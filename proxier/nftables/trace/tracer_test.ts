@@ -11,7 +11,7 @@ import type {
   ServicePortInfo,
 } from "../../model.ts";
 import { buildContext } from "../context.ts";
-import { type Packet, tokenize, trace, type TraceResult } from "./tracer.ts";
+import { type Packet, trace, type TraceResult } from "./tracer.ts";
 import { tableReader } from "./reader.ts";
 import { endpoint, servicePort } from "../../model_testing.ts";
 import { programFake } from "../../../tests/programmed.ts";
@@ -623,18 +623,6 @@ Deno.test("tracer: unknown syntax throws instead of being ignored", async () => 
     () => trace(tableReader(table), p("pod", POD, "198.19.0.1", 80), { nodeIPs: [NODE_IP] }),
     /cannot interpret/,
   );
-});
-
-Deno.test("tracer: tokenize keeps quoted strings and braces whole", () => {
-  assert.deepEqual(tokenize('iifname != "a b*" update @s { ip saddr } drop'), [
-    "iifname",
-    "!=",
-    '"a b*"',
-    "update",
-    "@s",
-    "{ ip saddr }",
-    "drop",
-  ]);
 });
 
 Deno.test("trace: candidates carry their share; each path has steps and a reason", async () => {
