@@ -10,6 +10,7 @@
  */
 import { formatGoDuration } from "../net/duration.ts";
 import type { AgentConfig } from "./flags.ts";
+import { AGENT_RELEASE, KUBE_PROXY_COMPATIBLE } from "./flags/version.ts";
 
 const d = formatGoDuration;
 
@@ -44,6 +45,7 @@ export function effectiveConfiguration(cfg: AgentConfig): Record<string, unknown
       bridgeInterface: cfg.podBridgeInterface ?? "",
       interfaceNamePrefix: cfg.podInterfaceNamePrefix ?? "",
     },
+    featureGates: { ...cfg.featureGates },
     healthzBindAddress: cfg.healthzBindAddress,
     hostnameOverride: cfg.hostnameOverride ?? "",
     logging: {
@@ -68,7 +70,8 @@ export function effectiveConfiguration(cfg: AgentConfig): Record<string, unknown
 /**
  * The body of `/configz`: `cfg` as upstream's internal KubeProxyConfiguration marshals. Settings
  * that do nothing here show what the agent really does (JSON, no client-side rate limit, no
- * OOM score change of its own, no log buffering), not upstream's defaults.
+ * OOM score change of its own, no log buffering), not upstream's defaults. A second section,
+ * `kube-nft-proxy`, says which release this is and which kube-proxy release it behaves as.
  */
 export function configzBody(cfg: AgentConfig): Record<string, unknown> {
   const ct = cfg.conntrack;
@@ -88,7 +91,7 @@ export function configzBody(cfg: AgentConfig): Record<string, unknown> {
         OOMScoreAdj: null,
       },
       Windows: { RunAsService: false },
-      FeatureGates: {},
+      FeatureGates: { ...cfg.featureGates },
       ClientConnection: {
         Kubeconfig: cfg.kubeconfig ?? "",
         AcceptContentTypes: "",
@@ -138,5 +141,6 @@ export function configzBody(cfg: AgentConfig): Record<string, unknown> {
       MinSyncPeriod: d(cfg.minSyncPeriodMs),
       ConfigSyncPeriod: "0s",
     },
+    "kube-nft-proxy": { version: AGENT_RELEASE, kubeProxyCompatible: KUBE_PROXY_COMPATIBLE },
   };
 }

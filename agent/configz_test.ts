@@ -23,7 +23,8 @@ Deno.test("/configz shape: upstream's internal config, Go field names, under the
     "--nodeport-addresses=primary",
   ]);
   const body = configzBody(cfg);
-  assert.deepEqual(Object.keys(body), ["kubeproxy.config.k8s.io"]);
+  assert.deepEqual(Object.keys(body), ["kubeproxy.config.k8s.io", "kube-nft-proxy"]);
+  assert.deepEqual(body["kube-nft-proxy"], { version: "v0.1.0", kubeProxyCompatible: "v1.38" });
   const c = body["kubeproxy.config.k8s.io"] as Record<string, Record<string, unknown>>;
   // The internal type's field order.
   assert.deepEqual(Object.keys(c).slice(0, 8), [

@@ -298,7 +298,7 @@ nftables:
   assert.equal(c.conntrack.maxPerCore, 32768);
   assert.equal(c.conntrack.min, 131072);
   assert.ok(c.warnings.some((w) => w.includes(`"iptables" does not apply`)), c.warnings.join());
-  assert.ok(c.warnings.some((w) => w.includes(`"featureGates" does not apply`)));
+  assert.deepEqual(c.featureGates, {}, "featureGates is read now");
   assert.ok(c.warnings.some((w) => w.includes(`unknown field "mystery"`)));
   assert.ok(c.warnings.some((w) => w.includes(`unknown field "nftables.surprise"`)));
 });
@@ -400,7 +400,7 @@ Deno.test("upstream's own command lines start the agent: unknown-here flags only
     "--resource-container=",
     "--oom-score-adj=-998",
     "--v=2",
-    "--feature-gates=ExperimentalCriticalPodAnnotation=true",
+    "--feature-gates=AllAlpha=false",
     "--iptables-sync-period=1m",
     "--iptables-min-sync-period=10s",
     "--ipvs-sync-period=1m",
@@ -410,7 +410,8 @@ Deno.test("upstream's own command lines start the agent: unknown-here flags only
   assert.equal(c.syncPeriodMs, 60_000);
   assert.equal(c.minSyncPeriodMs, 10_000);
   assert.equal(c.verbosity, 2);
-  for (const f of ["resource-container", "oom-score-adj", "feature-gates", "ipvs-sync-period"]) {
+  assert.deepEqual(c.featureGates, { AllAlpha: false });
+  for (const f of ["resource-container", "oom-score-adj", "ipvs-sync-period"]) {
     assert.ok(
       c.warnings.some((w) => w.startsWith(`flag --${f} is accepted for compatibility`)),
       `no warning for --${f}: ${c.warnings.join("; ")}`,

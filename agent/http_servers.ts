@@ -1,6 +1,6 @@
 /**
  * The agent's HTTP servers: /healthz (ProxierHealthServer) and /metrics with
- * /configz, bound on their addresses or v1alpha2 CIDRs before anything else
+ * /configz, /statusz and /flagz, bound on their addresses or v1alpha2 CIDRs before anything else
  * starts, as upstream's Run does. A bind failure is fatal and is reported on
  * the Node as upstream reports it.
  *
@@ -11,6 +11,7 @@ import type { Logger } from "./log.ts";
 import { createMetrics, type ProxyMetrics, serveMetrics } from "./metrics.ts";
 import { setRestClientMetrics } from "./rest_metrics.ts";
 import { configzBody } from "./configz.ts";
+import { zpagesFor } from "./zpages.ts";
 import { bindAddressesFor, localIPs } from "./bind_addresses.ts";
 import type { ApiFetch } from "./api_fetch.ts";
 import { type NodeEvent, postNodeEvent } from "./events.ts";
@@ -73,7 +74,8 @@ export async function startServers(
     for (const addr of listenAddresses(cfg.metricsBindCIDRs, cfg.metricsBindAddress, localIPs)) {
       await bindOrReport("FailedToStartMetricServer", () => {
         const m = serveMetrics(addr, metrics.registry, {
-          configz: () => configzBody(cfg)["kubeproxy.config.k8s.io"],
+          configz: () => configzBody(cfg),
+          ...zpagesFor(cfg),
         });
         servers.push({ close: () => m.shutdown() });
       });

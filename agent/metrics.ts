@@ -7,6 +7,7 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { splitHostPort } from "./flags.ts";
 import { createRestClientMetrics, type RestClientMetrics } from "./rest_metrics.ts";
 import { registerProcessMetrics } from "./process_metrics.ts";
+import { zpageResponse } from "./zpages.ts";
 
 /** `count` buckets starting at `start`, each `factor` times the previous one. */
 export function exponentialBuckets(start: number, factor: number, count: number): number[] {
@@ -188,16 +189,21 @@ export function createMetrics(): ProxyMetrics {
 
 /** What the metrics port serves besides /metrics, as upstream's metrics server does. */
 export interface MetricsExtras {
-  /** The effective configuration, for /configz. */
-  configz?: () => unknown;
+  /** The /configz body: sections by name, as component-base's configz registry marshals. */
+  configz?: () => Record<string, unknown>;
+  /** The /statusz text (served when the ComponentStatusz gate is on). */
+  statusz?: () => string;
+  /** The /flagz text (served when the ComponentFlagz gate is on). */
+  flagz?: () => string;
 }
 
 /**
  * Serves `GET /metrics` in the Prometheus text format, plus upstream's other metrics-port paths:
  * `/proxyMode` (the proxy mode as plain text), `/healthz` and `/healthz/ping` ("ok": the process
  * answers; upstream installs k8s.io/apiserver's healthz handler with only its ping check, so this
- * is not the proxy health of the healthz port) and `/configz`
- * (`{"kubeproxy.config.k8s.io": <configuration>}`). 404 for other paths, 405 for other methods.
+ * is not the proxy health of the healthz port), `/configz`
+ * (`{"kubeproxy.config.k8s.io": <configuration>, ...}`) and the zpages `/statusz` and `/flagz`
+ * (./zpages.ts). 404 for other paths, 405 for other methods.
  */
 export async function metricsHandler(
   req: Request,
@@ -207,6 +213,8 @@ export async function metricsHandler(
   const url = new URL(req.url);
   const known = ["/metrics", "/proxyMode", "/healthz", "/healthz/ping"];
   if (extras.configz) known.push("/configz");
+  if (extras.statusz) known.push("/statusz");
+  if (extras.flagz) known.push("/flagz");
   if (!known.includes(url.pathname)) return new Response("not found\n", { status: 404 });
   if (req.method !== "GET" && req.method !== "HEAD") {
     return new Response("method not allowed\n", { status: 405, headers: { allow: "GET, HEAD" } });
@@ -226,9 +234,13 @@ export async function metricsHandler(
       return reply("ok", "text/plain; charset=utf-8");
     case "/configz":
       return reply(
-        JSON.stringify({ "kubeproxy.config.k8s.io": extras.configz!() }),
+        JSON.stringify(extras.configz!()),
         "application/json",
       );
+    case "/statusz":
+      return zpageResponse(req, extras.statusz!);
+    case "/flagz":
+      return zpageResponse(req, extras.flagz!);
   }
   return reply(await registry.metrics(), registry.contentType);
 }

@@ -131,7 +131,9 @@ Deno.test("the metrics port also serves /proxyMode, /healthz and /configz, as up
   const m = createMetrics();
   const get = (path: string) =>
     metricsHandler(new Request(`http://x${path}`), m.registry, {
-      configz: () => ({ mode: "nftables", nftables: { syncPeriod: "30s" } }),
+      configz: () => ({
+        "kubeproxy.config.k8s.io": { mode: "nftables", nftables: { syncPeriod: "30s" } },
+      }),
     });
   const mode = await get("/proxyMode");
   assert.equal(mode.status, 200);

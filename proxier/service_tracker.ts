@@ -84,6 +84,16 @@ function splitIPs(
   return out;
 }
 
+/** How Services are read, from the agent's feature gates. */
+export interface ServiceParseOptions {
+  /**
+   * Program `spec.externalIPs` (feature gate AllowServiceExternalIPs, default true). When false
+   * they are dropped as if unset (KEP-5707): no rules, and a ClusterIP Service with only
+   * externalIPs is not externally accessible.
+   */
+  externalIPs?: boolean;
+}
+
 /**
  * Parses one Service into its ServicePortInfos, both families. Returns []
  * for a Service that is not proxied (headless, ExternalName,
@@ -91,7 +101,11 @@ function splitIPs(
  * values are skipped with one log line each naming the Service, the field,
  * the value and what was expected.
  */
-export function parseService(svc: V1Service, log: LogFn = consoleLog): ServicePortInfo[] {
+export function parseService(
+  svc: V1Service,
+  log: LogFn = consoleLog,
+  opts: ServiceParseOptions = {},
+): ServicePortInfo[] {
   const key = metaKey(svc);
   if (!key) {
     log("error", "ignoring Service without metadata.namespace/metadata.name", {
@@ -139,7 +153,8 @@ export function parseService(svc: V1Service, log: LogFn = consoleLog): ServicePo
   }
 
   const type = spec.type ?? "ClusterIP";
-  const externalIPs = splitIPs(spec.externalIPs ?? [], "spec.externalIPs", key, log);
+  const rawExternalIPs = opts.externalIPs === false ? [] : spec.externalIPs ?? [];
+  const externalIPs = splitIPs(rawExternalIPs, "spec.externalIPs", key, log);
   const lbIngress = (svc.status?.loadBalancer?.ingress ?? [])
     .filter((ing) => ing && typeof ing.ip === "string" && ing.ip !== "" && ing.ipMode !== "Proxy")
     .map((ing) => ing.ip);
@@ -179,7 +194,7 @@ export function parseService(svc: V1Service, log: LogFn = consoleLog): ServicePo
   }
 
   const externallyAccessible = type === "LoadBalancer" || type === "NodePort" ||
-    (type === "ClusterIP" && (spec.externalIPs?.length ?? 0) > 0);
+    (type === "ClusterIP" && rawExternalIPs.length > 0);
   const externalPolicyLocal = externallyAccessible && spec.externalTrafficPolicy === "Local";
   const internalPolicyLocal = spec.internalTrafficPolicy === "Local";
   let healthCheckNodePort = 0;
@@ -290,10 +305,15 @@ export class ServiceTracker {
   #applied = new Map<string, readonly ServicePortInfo[]>();
   #pending = new Map<string, readonly ServicePortInfo[]>();
   #log: LogFn;
+  #opts: ServiceParseOptions;
 
-  /** @param log where validation problems are reported. */
-  constructor(log: LogFn = consoleLog) {
+  /**
+   * @param log where validation problems are reported.
+   * @param opts how Services are read (feature gates).
+   */
+  constructor(log: LogFn = consoleLog, opts: ServiceParseOptions = {}) {
     this.#log = log;
+    this.#opts = opts;
   }
 
   /**
@@ -305,10 +325,10 @@ export class ServiceTracker {
     if (sameVersion(prev, cur)) return false;
     const key = metaKey(cur) ?? metaKey(prev);
     if (!key) {
-      if (cur ?? prev) parseService((cur ?? prev)!, this.#log); // logs the missing metadata
+      if (cur ?? prev) parseService((cur ?? prev)!, this.#log, this.#opts); // logs it
       return false;
     }
-    const ports = cur ? parseService(cur, this.#log) : [];
+    const ports = cur ? parseService(cur, this.#log, this.#opts) : [];
     const before = this.#pending.get(key);
     const applied = this.#applied.get(key) ?? [];
     if (samePorts(ports, applied)) this.#pending.delete(key);

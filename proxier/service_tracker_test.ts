@@ -269,6 +269,34 @@ Deno.test("parseService: bad externalIPs / LB IPs / source ranges drop just that
   for (const l of lines) assert.match(l.msg, /^service ns\/bv: ignoring/);
 });
 
+Deno.test("parseService: AllowServiceExternalIPs=false drops externalIPs as if unset", () => {
+  const s = svc("e", { externalIPs: ["198.18.200.1"], externalTrafficPolicy: "Local" });
+  const [on] = parseService(s);
+  assert.deepEqual(on.externalIPs, ["198.18.200.1"]);
+  assert.equal(on.externalPolicyLocal, true);
+  const { lines, log } = captureLog();
+  const [off] = parseService(s, log, { externalIPs: false });
+  assert.deepEqual(off.externalIPs, []);
+  // A ClusterIP Service with only externalIPs is no longer reachable from outside.
+  assert.equal(off.externalPolicyLocal, false);
+  assert.equal(off.clusterIP, "198.18.100.1");
+  assert.deepEqual(lines, []);
+  // Bad values are not even looked at.
+  assert.deepEqual(
+    parseService(svc("b", { externalIPs: ["x"] }), log, { externalIPs: false })[0]
+      .externalIPs,
+    [],
+  );
+  assert.deepEqual(lines, []);
+});
+
+Deno.test("ServiceTracker: the externalIPs option reaches every parse", () => {
+  const t = new ServiceTracker(undefined, { externalIPs: false });
+  t.update(null, svc("e", { externalIPs: ["198.18.200.1"] }));
+  t.checkout();
+  assert.deepEqual(t.ports("ns/e")[0].externalIPs, []);
+});
+
 Deno.test("parseService: missing metadata is logged, not thrown", () => {
   const { lines, log } = captureLog();
   assert.deepEqual(parseService({ spec: { clusterIP: "198.18.0.1" } }, log), []);

@@ -14,6 +14,7 @@ import { V1ALPHA2 } from "./config_fields.ts";
 import { isIPv6 } from "../../net/ip.ts";
 import { formatGoDuration } from "../../net/duration.ts";
 import { normalizeHostPort } from "./values.ts";
+import { aggregate, proxyGates, resolveGates } from "./feature_gates.ts";
 
 /** v1alpha2's defaults for the address lists (upstream's SetDefaults_KubeProxyConfiguration). */
 const V1ALPHA2_HEALTHZ: BindCIDRs = { cidrs: ["0.0.0.0/0", "::/0"], port: 10256 };
@@ -33,6 +34,10 @@ function merge(file: Settings, flags: Settings): Settings {
     delete s.metricsBindCIDRs, delete s.metricsBindPort;
   }
   if (flags.bindAddress !== undefined) delete s.nodeIPOverride;
+  // Gate by gate: a flag overrides the file's value of the gates it names.
+  if (file.featureGates || flags.featureGates) {
+    s.featureGates = { ...file.featureGates, ...flags.featureGates };
+  }
   return s;
 }
 
@@ -61,11 +66,38 @@ function serverAddress(
   return normalizeHostPort(addr ?? defaultHost, deprecatedPort ?? defaultPort);
 }
 
+/** Why the KubeProxyNFTablesLocalhostNodePorts gate changes nothing yet. */
+export const LOCALHOST_NODEPORTS = "feature gate KubeProxyNFTablesLocalhostNodePorts is on, but " +
+  "kube-nft-proxy does not implement its userspace proxy for localhost NodePorts yet: NodePorts " +
+  "do not answer on 127.0.0.1 or ::1, even when nodePortAddresses includes localhost; reach " +
+  "them on a node IP";
+
+/** The gates of `s`, through upstream's SetFromMap; its errors are fatal. */
+function featureGates(s: Settings, warnings: string[]) {
+  const given = s.featureGates ?? {};
+  const r = resolveGates(given);
+  // Upstream prints --version (and --help) before it checks the gates.
+  if (r.errors.length && !s.help && !s.version) {
+    throw new UsageError(`--feature-gates / featureGates: ${aggregate(r.errors)}`);
+  }
+  warnings.push(...r.warnings);
+  const gates = proxyGates(r.enabled);
+  const loopback = (s.nodePortAddresses ?? []).some((a) =>
+    a === "localhost" || a.startsWith("127.") || a === "::1/128"
+  );
+  if (gates.localhostNodePorts && (given.KubeProxyNFTablesLocalhostNodePorts || loopback)) {
+    // Said once, at start-up, with the other findings.
+    warnings.push(LOCALHOST_NODEPORTS);
+  }
+  return { featureGates: given, gates };
+}
+
 function finish(
   s: Settings,
   configFile: string | undefined,
   apiVersion: string | undefined,
   warnings: string[],
+  flagsGiven: Record<string, string>,
 ): AgentConfig {
   const v1alpha2 = apiVersion === V1ALPHA2.apiVersion;
   const nodeIPOverride = s.nodeIPOverride ?? (s.bindAddress ? [s.bindAddress] : []);
@@ -154,6 +186,8 @@ function finish(
     help: s.help ?? false,
     libDir: s.libDir,
     mode: "nftables",
+    ...featureGates(s, warnings),
+    flagsGiven,
     warnings,
   };
   validate(cfg);
@@ -210,7 +244,7 @@ export function parseArgs(
   argv: string[],
   readFile: (path: string) => string = Deno.readTextFileSync,
 ): AgentConfig {
-  const { settings: flagSettings, configFile, warnings } = parseFlags(argv);
+  const { settings: flagSettings, configFile, warnings, given } = parseFlags(argv);
   let fileSettings: Settings = {};
   let apiVersion: string | undefined;
   if (configFile !== undefined && !flagSettings.help && !flagSettings.version) {
@@ -222,5 +256,5 @@ export function parseArgs(
     }
     ({ settings: fileSettings, apiVersion } = parseConfigText(text, configFile, warnings));
   }
-  return finish(merge(fileSettings, flagSettings), configFile, apiVersion, warnings);
+  return finish(merge(fileSettings, flagSettings), configFile, apiVersion, warnings, given);
 }

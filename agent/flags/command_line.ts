@@ -9,6 +9,7 @@
 import { type Settings, UsageError } from "./types.ts";
 import { FLAG_BY_NAME, type FlagSpec } from "./table.ts";
 import { didYouMean, IGNORED_FLAGS, normalizeFlagName } from "./upstream.ts";
+import { parseGatePairs } from "./feature_gates.ts";
 
 /** What the command line said. */
 export interface FlagParse {
@@ -18,6 +19,8 @@ export interface FlagParse {
   configFile?: string;
   /** Accepted upstream flags that have no effect here, deprecated flags used. */
   warnings: string[];
+  /** Each flag given, by name, with its last raw value (for /flagz). */
+  given: Record<string, string>;
 }
 
 const TRUE = new Set(["true", "1", "t", "T", "True", "TRUE"]);
@@ -75,6 +78,7 @@ function splitArg(arg: string): { name: string; value?: string } {
 export function parseFlags(argv: string[]): FlagParse {
   const settings: Settings = {};
   const warnings: string[] = [];
+  const given: Record<string, string> = {};
   let configFile: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -85,7 +89,9 @@ export function parseFlags(argv: string[]): FlagParse {
     const ignored = f ? undefined : IGNORED_FLAGS.get(name);
     if (ignored) {
       // Consume its value as upstream's parser would, then say it does nothing here.
-      if (value === undefined && !ignored.bool && i + 1 < argv.length) i++;
+      let v = value ?? (ignored.bool ? "true" : "");
+      if (value === undefined && !ignored.bool && i + 1 < argv.length) v = argv[++i];
+      given[name] = v;
       warnings.push(
         `flag --${name} is accepted for compatibility and has no effect: ${ignored.why}`,
       );
@@ -110,8 +116,22 @@ export function parseFlags(argv: string[]): FlagParse {
       raw = argv[++i];
     }
     if (f.deprecated) warnings.push(`flag --${name} has been deprecated: ${f.deprecated}`);
+    given[name] = raw;
     if (name === "config") {
       configFile = nonEmptyPath("config", raw);
+      continue;
+    }
+    if (name === "feature-gates") {
+      // A MapStringBool: repeated flags add up; the gates themselves are checked later, as
+      // upstream's Complete does.
+      try {
+        parseGatePairs(raw, settings.featureGates ??= {});
+      } catch (e) {
+        throw new UsageError(
+          `invalid argument ${JSON.stringify(raw)} for "--feature-gates" flag: ` +
+            (e as Error).message,
+        );
+      }
       continue;
     }
     if (name === "kubeconfig") {
@@ -121,5 +141,5 @@ export function parseFlags(argv: string[]): FlagParse {
     const v = convertFlag(f, raw, warnings);
     if (f.key && v !== undefined) (settings as Record<string, unknown>)[f.key] = v;
   }
-  return { settings, configFile, warnings };
+  return { settings, configFile, warnings, given };
 }

@@ -22,7 +22,14 @@ import {
 } from "./values.ts";
 
 /** The YAML type a field takes. */
-export type FieldKind = "string" | "bool" | "int" | "duration" | "stringList" | "object";
+export type FieldKind =
+  | "string"
+  | "bool"
+  | "int"
+  | "duration"
+  | "stringList"
+  | "boolMap"
+  | "object";
 
 /** How one field is read. */
 export interface FieldSpec {
@@ -71,6 +78,7 @@ const COMMON: Record<string, FieldSpec> = {
   clientConnection: { kind: "object" },
   "clientConnection.kubeconfig": { kind: "string", key: "kubeconfig" },
   mode: { kind: "string", key: "mode", convert: proxyMode },
+  featureGates: { kind: "boolMap", key: "featureGates" },
   nodePortAddresses: {
     kind: "stringList",
     key: "nodePortAddresses",
@@ -139,7 +147,6 @@ const IGNORED_COMMON = [
   "clientConnection.contentType",
   "clientConnection.qps",
   "clientConnection.burst",
-  "featureGates",
   "ipvs",
   "winkernel",
   "configSyncPeriod",

@@ -36,6 +36,7 @@ const WANT: Record<FieldSpec["kind"], string> = {
   int: "an integer",
   duration: `a duration string such as "30s"`,
   stringList: "a list of strings",
+  boolMap: "a map of names to true or false",
   object: "a map",
 };
 
@@ -57,6 +58,15 @@ function readField(path: string, spec: FieldSpec, v: unknown, out: Settings): vo
         throw fieldError(path, `expected ${want}, got ${typeName(v)} ${JSON.stringify(v)}`);
       }
       value = v;
+      break;
+    case "boolMap":
+      if (
+        typeof v !== "object" || v === null || Array.isArray(v) ||
+        !Object.values(v).every((x) => typeof x === "boolean")
+      ) {
+        throw fieldError(path, `expected ${want}, got ${typeName(v)}`);
+      }
+      value = { ...v };
       break;
     case "stringList":
       if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) {

@@ -51,6 +51,15 @@ export interface FlagSpec {
 export const FLAGS: readonly FlagSpec[] = [
   { name: "config", kind: "string", help: "Path to a KubeProxyConfiguration file." },
   {
+    name: "feature-gates",
+    kind: "string",
+    key: "featureGates",
+    form: "comma-separated Name=true|false pairs",
+    help: "Feature gates, as upstream's (Name=true|false,...; AllAlpha/AllBeta set every " +
+      "alpha/beta gate not set otherwise). Unknown or locked gates are errors. What each gate " +
+      "does here: docs/flags.md.",
+  },
+  {
     name: "kubeconfig",
     kind: "string",
     key: "kubeconfig",

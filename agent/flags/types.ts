@@ -5,6 +5,8 @@
  * @module
  */
 
+import type { ProxyGates } from "./feature_gates.ts";
+
 /** How the proxier decides that traffic comes from a local pod. */
 export type DetectLocalMode =
   | "ClusterCIDR"
@@ -127,6 +129,12 @@ export interface AgentConfig {
   libDir?: string;
   /** --proxy-mode / mode: always "nftables". */
   mode: "nftables";
+  /** --feature-gates / featureGates as given (file, then the command line on top). */
+  featureGates: Record<string, boolean>;
+  /** The gates this agent reads, resolved (AllAlpha/AllBeta, defaults). */
+  gates: ProxyGates;
+  /** The flags given on the command line, by name, with their raw values (for /flagz). */
+  flagsGiven: Record<string, string>;
   /** Non-fatal findings (unknown config fields, ignored settings) for the caller to log. */
   warnings: string[];
 }
@@ -237,4 +245,6 @@ export interface Settings {
   libDir?: string;
   /** @see AgentConfig.mode */
   mode?: "nftables";
+  /** @see AgentConfig.featureGates */
+  featureGates?: Record<string, boolean>;
 }

@@ -35,7 +35,6 @@ export const IGNORED_FLAGS: ReadonlyMap<string, IgnoredFlag> = new Map<string, I
     },
   ],
   ["resource-container", { why: "removed upstream in 1.16" }],
-  ["feature-gates", { why: "no feature gate changes this agent's behaviour" }],
   ["kube-api-content-type", { why: "lists and watches always use JSON" }],
   ["kube-api-qps", { why: "the agent sends a few requests per resync, not a stream" }],
   ["kube-api-burst", { why: "the agent sends a few requests per resync, not a stream" }],

@@ -59,7 +59,8 @@ Deno.test("the kube-up addon DaemonSet's flag list parses; flags without meaning
   assert.equal(c.minSyncPeriodMs, 10_000);
   assert.equal(c.verbosity, 2);
   assert.equal(c.detectLocalMode, "NodeCIDR");
-  for (const f of ["oom-score-adj", "feature-gates", "ipvs-sync-period", "ipvs-min-sync-period"]) {
+  assert.deepEqual(c.featureGates, { AllAlpha: false });
+  for (const f of ["oom-score-adj", "ipvs-sync-period", "ipvs-min-sync-period"]) {
     warned(c, new RegExp(`^flag --${f} is accepted for compatibility and has no effect`));
   }
 });
@@ -95,7 +96,20 @@ Deno.test('upstream\'s v1alpha1 defaults (mode ""): the iptables values are the 
 });
 
 Deno.test("upstream's v1alpha2 defaults parse to the same settings as v1alpha1's", () => {
-  const c = parseArgs([`--config=${MOUNT}`], mounted("./kube-proxy-v1alpha2-defaults.yaml"));
+  // The roundtrip fixture sets MultiCIDRServiceAllocator: false, which 1.34+ refuses (GA, locked).
+  assert.throws(
+    () => parseArgs([`--config=${MOUNT}`], mounted("./kube-proxy-v1alpha2-defaults.yaml")),
+    {
+      message: "--feature-gates / featureGates: cannot set feature gate " +
+        "MultiCIDRServiceAllocator to false, feature is locked to true",
+    },
+  );
+  const unlocked = (p: string) =>
+    mounted("./kube-proxy-v1alpha2-defaults.yaml")(p).replace(
+      "featureGates:\n  MultiCIDRServiceAllocator: false\n",
+      "featureGates: {}\n",
+    );
+  const c = parseArgs([`--config=${MOUNT}`], unlocked);
   const a = parseArgs([`--config=${MOUNT}`], mounted("./kube-proxy-v1alpha1-defaults.yaml"));
   for (
     const k of ["syncPeriodMs", "minSyncPeriodMs", "masqueradeBit", "detectLocalMode"] as const
@@ -104,7 +118,6 @@ Deno.test("upstream's v1alpha2 defaults parse to the same settings as v1alpha1's
   }
   assert.deepEqual(c.conntrack, a.conntrack);
   assert.deepEqual(c.healthzBindCIDRs, { cidrs: ["0.0.0.0/0", "::/0"], port: 10256 });
-  warned(c, /"featureGates" does not apply/);
   warned(c, /"configHardFail" does not apply/);
 });
 

@@ -1,5 +1,5 @@
 /**
- * What `--version` prints. Upstream prints `Kubernetes v1.34.1` (verflag: program name, then the
+ * What `--version` prints. Upstream prints `Kubernetes v1.38.0` (verflag: program name, then the
  * version), and `--version=raw` the Go `version.Info` struct. We keep that shape, with our own
  * name and version in the first two words (so `awk '{print $2}'` still finds a version), and say
  * which kube-proxy release the agent follows.
@@ -11,7 +11,7 @@
 export const AGENT_RELEASE = "v0.1.0";
 
 /** The kube-proxy minor release whose flags, config and nftables layout the agent follows. */
-export const KUBE_PROXY_COMPATIBLE = "v1.34";
+export const KUBE_PROXY_COMPATIBLE = "v1.38";
 
 /** The agent's version string, as logged at start-up. */
 export const AGENT_VERSION = `kube-nft-proxy ${AGENT_RELEASE}`;
