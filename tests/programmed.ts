@@ -1,7 +1,8 @@
 /**
  * Test support: programs a cluster state into a {@link FakeNftables}
- * through the production path (a real {@link Proxier} sync), so tracer,
- * golden and dataplane tests check exactly what production sends.
+ * through the production path (a proxier of the agent's node, built by
+ * agent/node.ts, and a real sync), so tracer, golden and dataplane tests
+ * check exactly what production sends.
  *
  * @module
  */
@@ -20,7 +21,10 @@ import type {
   Transaction,
 } from "../ffi/nftables/types.ts";
 import type { ProxierConfig, ProxyState, StaleReport } from "../proxier/model.ts";
-import { Proxier, type ProxierOptions, type SyncResult } from "../proxier/nftables/proxier.ts";
+import type { Proxier, SyncResult } from "../proxier/nftables/proxier.ts";
+import { parseArgs } from "../agent/flags.ts";
+import { Logger } from "../agent/log.ts";
+import { buildNode } from "../agent/node.ts";
 import { TABLE } from "../proxier/nftables/names.ts";
 
 /** A stale report with nothing in it. */
@@ -28,15 +32,23 @@ export function noStaleReport(): StaleReport {
   return { servicesWithNewEndpoints: [], deletedEndpoints: [] };
 }
 
-/** A ready proxier over a fresh fake table of the state's family. */
-export function fakeProxier(
+/** The agent's node (agent/node.ts) for the state's family over `client`, its proxier ready. */
+async function nodeProxier(
   state: ProxyState,
   config: ProxierConfig,
-  opts: Partial<ProxierOptions> = {},
-): { fake: FakeNftables; proxier: Proxier } {
-  const fake = new FakeNftables(nftFamily(state.family), TABLE);
-  const proxier = new Proxier({ client: fake, config, trimMemory: false, ...opts });
-  return { fake, proxier };
+  client: NftablesClient,
+): Promise<Proxier> {
+  const node = await buildNode(parseArgs(["--dry-run"]), { nftables: () => client }, {
+    nodeName: state.node.name || "node",
+    families: [state.family],
+    log: new Logger({ verbosity: 0, sink: { out: () => {}, err: () => {} } }),
+    adopted: false,
+    rules: config,
+    proxier: { trimMemory: false },
+  });
+  // The node's own cluster state stays empty: once applied, no change waits behind a sync.
+  node.state.apply();
+  return node.proxiers[state.family]!;
 }
 
 /** Runs one sync of `state` (all of it changed) and returns its result. */
@@ -53,11 +65,11 @@ export async function syncAll(proxier: Proxier, state: ProxyState): Promise<Sync
 export async function programFake(
   state: ProxyState,
   config: ProxierConfig,
-  opts: Partial<ProxierOptions> = {},
 ): Promise<{ fake: FakeNftables; proxier: Proxier }> {
-  const out = fakeProxier(state, config, opts);
-  await syncAll(out.proxier, state);
-  return out;
+  const fake = new FakeNftables(nftFamily(state.family), TABLE);
+  const proxier = await nodeProxier(state, config, fake);
+  await syncAll(proxier, state);
+  return { fake, proxier };
 }
 
 /** A client that records every transaction it applies to the fake behind it. */
@@ -111,7 +123,6 @@ export class RecordingClient implements NftablesClient {
 export async function coldStartScript(state: ProxyState, config: ProxierConfig): Promise<string> {
   const fake = new FakeNftables(nftFamily(state.family), TABLE);
   const rec = new RecordingClient(fake);
-  const proxier = new Proxier({ client: rec, config, trimMemory: false });
-  await syncAll(proxier, state);
+  await syncAll(await nodeProxier(state, config, rec), state);
   return rec.script();
 }

@@ -21,9 +21,8 @@ import {
 } from "../../proxier/nftables/trace/reader.ts";
 import { explainText, traceText } from "../../proxier/nftables/trace/report.ts";
 import { type Packet, trace } from "../../proxier/nftables/trace/tracer.ts";
-import { proxierConfig } from "../node.ts";
 import { parseArgs, UsageError } from "../flags.ts";
-import { clusterFromAPI, clusterFromObjects, programDryRun, readObjects } from "./cluster.ts";
+import { programDryRun } from "./cluster.ts";
 
 const USAGE = `Usage:
   kube-nft-proxy trace --from IP[:PORT] --to IP:PORT/PROTO [--iif NAME] [--source pod|offnode|host]
@@ -170,11 +169,9 @@ export async function runDebug(argv: string[]): Promise<number> {
     let readers: Map<string, { reader: RulesetReader; nodeIPs: string[] }>;
     const clients: NftablesClient[] = [];
     if (cfg.dryRun) {
-      const cs = o.objects !== undefined
-        ? clusterFromObjects(readObjects(o.objects), nodeName)
-        : await clusterFromAPI({ kubeconfig: cfg.kubeconfig, master: cfg.master, nodeName });
+      const source = { objects: o.objects, kubeconfig: cfg.kubeconfig, master: cfg.master };
       readers = new Map();
-      for (const t of await programDryRun(cs, proxierConfig(cfg))) {
+      for (const t of await programDryRun(cfg, nodeName, source)) {
         readers.set(nftFamily(t.family), {
           reader: tableReader(t.table),
           nodeIPs: t.node.ips,

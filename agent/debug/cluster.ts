@@ -1,20 +1,22 @@
 /**
  * The cluster as `trace --dry-run` / `explain --dry-run` see it: read once
  * from a file of API objects (YAML documents or a JSON List), or listed once
- * from the API server through the agent's own informers, then programmed
- * into an in-memory table through a real proxier sync. No kernel involved.
+ * from the API server through the agent's own informers, into the agent's
+ * own node (agent/node.ts) over in-memory tables, then one sync. No kernel
+ * involved.
  *
  * @module
  */
 import { parseAllDocuments } from "yaml";
 import { FakeNftables } from "../../ffi/nftables/fake.ts";
 import type { TableState } from "../../ffi/nftables/types.ts";
-import { ClusterState } from "../../proxier/cluster_state.ts";
-import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../../proxier/k8s_types.ts";
-import type { NodeInfo, ProxierConfig } from "../../proxier/model.ts";
+import type { NodeInfo } from "../../proxier/model.ts";
 import { type IpFamily, nftFamily } from "../../net/family.ts";
 import { TABLE } from "../../proxier/nftables/names.ts";
-import { Proxier } from "../../proxier/nftables/proxier.ts";
+import type { SyncEngine } from "../engine.ts";
+import type { AgentConfig } from "../flags.ts";
+import { Logger } from "../log.ts";
+import { buildNode, informerHandlers } from "../node.ts";
 import { ApiFetch } from "../api_fetch.ts";
 import { startProxyInformers } from "../informers.ts";
 import { loadKubeConfig } from "../kubeconfig.ts";
@@ -38,59 +40,51 @@ export function readObjects(path: string): Obj[] {
   return out;
 }
 
-/** Feeds objects into a ClusterState for `nodeName`. */
-export function clusterFromObjects(objs: Obj[], nodeName: string): ClusterState {
-  const cs = new ClusterState({ nodeName, log: () => {} });
+/** Records objects into a node's engine, as its informers would deliver them. */
+export function recordObjects(engine: SyncEngine, objs: Obj[], nodeName: string): void {
+  const h = informerHandlers(engine);
   for (const o of objs) {
     switch (o.kind) {
       case "Service":
-        cs.updateService(null, o as V1Service);
+        h.services.onAdd(o);
         break;
       case "EndpointSlice":
-        cs.updateEndpointSlice(null, o as EndpointSlice);
+        h.endpointSlices.onAdd(o);
         break;
       case "Node":
-        if (o.metadata?.name === nodeName) cs.updateNode(o as V1Node);
+        if (o.metadata?.name === nodeName) h.node.onAdd(o);
         break;
       case "ServiceCIDR":
-        cs.updateServiceCIDR(null, o as ServiceCIDR);
+        h.serviceCIDRs.onAdd(o);
         break;
     }
   }
-  return cs;
 }
 
 /** Lists Services, EndpointSlices, this Node and ServiceCIDRs once, through the agent's informers. */
-export async function clusterFromAPI(
+export async function recordFromAPI(
+  engine: SyncEngine,
   opts: { kubeconfig?: string; master?: string; nodeName: string },
-): Promise<ClusterState> {
+): Promise<void> {
   const kube = loadKubeConfig({ kubeconfig: opts.kubeconfig, master: opts.master });
   for (const w of kube.warnings) console.error(`kube-nft-proxy: warning: ${w}`);
-  const cs = new ClusterState({ nodeName: opts.nodeName, log: () => {} });
-  const pending = new Set(["services", "endpointSlices", "node", "serviceCIDRs"]);
+  const pending = new Set<string>(["services", "endpointSlices", "node", "serviceCIDRs"]);
   let done: () => void = () => {};
   const synced = new Promise<void>((res) => (done = res));
-  const handlers = <T>(what: string, apply: (prev: T | null, cur: T | null) => void) => ({
-    onAdd: (o: T) => apply(null, o),
-    onUpdate: (old: T, cur: T) => apply(old, cur),
-    onDelete: (o: T) => apply(o, null),
-    onSynced: () => {
-      pending.delete(what);
-      if (pending.size === 0) done();
-    },
-  });
+  const bound = informerHandlers(engine);
+  const handlers = Object.fromEntries(
+    Object.entries(bound).map(([what, h]) => [what, {
+      ...h,
+      onSynced: () => {
+        pending.delete(what);
+        if (pending.size === 0) done();
+      },
+    }]),
+  );
   const informers = startProxyInformers({
     api: new ApiFetch(kube.creds),
     nodeName: opts.nodeName,
-    handlers: {
-      services: handlers<V1Service>("services", (a, b) => cs.updateService(a, b)),
-      endpointSlices: handlers<EndpointSlice>(
-        "endpointSlices",
-        (a, b) => cs.updateEndpointSlice(a, b),
-      ),
-      node: handlers<V1Node>("node", (_a, b) => cs.updateNode(b)),
-      serviceCIDRs: handlers<ServiceCIDR>("serviceCIDRs", (a, b) => cs.updateServiceCIDR(a, b)),
-    },
+    handlers,
   });
   const timeout = setTimeout(() => done(), 30_000);
   await synced;
@@ -99,7 +93,6 @@ export async function clusterFromAPI(
   if (pending.size > 0) {
     throw new Error(`the API server did not answer the lists of: ${[...pending].join(", ")}`);
   }
-  return cs;
 }
 
 /** One family's programmed table and the node as the proxier saw it. */
@@ -109,24 +102,48 @@ export interface DryRunTable {
   node: NodeInfo;
 }
 
-/** Programs every family of the cluster into in-memory tables, as the agent would. */
+/** Where a dry run's cluster comes from: a file of objects, else the API server. */
+export interface DryRunSource {
+  objects?: string;
+  kubeconfig?: string;
+  master?: string;
+}
+
+/**
+ * Programs every family of the cluster into in-memory tables, as the agent
+ * would: the agent's node (buildNode) over in-memory nftables, fed the
+ * cluster, then one sync.
+ */
 export async function programDryRun(
-  cs: ClusterState,
-  config: ProxierConfig,
+  cfg: AgentConfig,
+  nodeName: string,
+  source: DryRunSource,
 ): Promise<DryRunTable[]> {
-  const input = cs.apply();
-  const out: DryRunTable[] = [];
-  for (const family of [4, 6] as IpFamily[]) {
-    const fam = input.families[family];
-    const fake = new FakeNftables(nftFamily(family), TABLE);
-    const p = new Proxier({ client: fake, config, trimMemory: false, log: () => {} });
-    await p.sync({
-      state: fam.state,
-      changed: fam.changed,
-      deleted: fam.deleted,
-      stale: fam.stale,
-    });
-    out.push({ family, table: fake.state()!, node: fam.state.node });
+  const fakes = new Map<IpFamily, FakeNftables>();
+  const families: IpFamily[] = [4, 6];
+  const quiet = new Logger({ verbosity: 0, sink: { out: () => {}, err: () => {} } });
+  const node = await buildNode({ ...cfg, dryRun: true }, {
+    nftables: (f) => {
+      const fake = new FakeNftables(nftFamily(f), TABLE);
+      fakes.set(f, fake);
+      return fake;
+    },
+  }, { nodeName, families, log: quiet, adopted: false, proxier: { trimMemory: false } });
+  try {
+    if (source.objects !== undefined) {
+      recordObjects(node.engine, readObjects(source.objects), nodeName);
+    } else {
+      await recordFromAPI(node.engine, { ...source, nodeName });
+    }
+    node.engine.markSynced("services");
+    node.engine.markSynced("endpointSlices");
+    await node.engine.syncNow();
+    return families.map((family) => ({
+      family,
+      table: fakes.get(family)!.state()!,
+      node: node.proxiers[family]!.programmed!.node,
+    }));
+  } finally {
+    await node.close();
   }
-  return out;
 }

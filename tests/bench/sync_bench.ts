@@ -15,7 +15,10 @@
  */
 import { openNftables } from "../../ffi/nftables/client.ts";
 import type { NftablesClient, Transaction } from "../../ffi/nftables/types.ts";
-import { Proxier } from "../../proxier/nftables/proxier.ts";
+import { parseArgs } from "../../agent/flags.ts";
+import { Logger } from "../../agent/log.ts";
+import { buildNode, type ProxyNode } from "../../agent/node.ts";
+import type { V1Service } from "../../proxier/k8s_types.ts";
 import { BoundedFrequencyRunner } from "../../proxier/runner.ts";
 import {
   type MutableState,
@@ -88,13 +91,19 @@ export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
   const synth = { services: o.services, endpointsPerService: o.eps };
   const state: MutableState = syntheticState(synth);
   const { client, kernel } = timed(openNftables("ip", "kube-proxy"));
-  const probe = { shouldYield: () => false };
-  const p = new Proxier({
-    client,
-    config: syntheticConfig(),
-    maxOpsPerTransaction: o.chunk,
-    shouldYield: () => probe.shouldYield(),
+  const node = await buildNode(parseArgs(["--hostname-override=bench-node"]), {
+    nftables: () => client,
+  }, {
+    nodeName: "bench-node",
+    families: [4],
+    log: new Logger({ verbosity: 0, sink: { out: () => {}, err: () => {} } }),
+    adopted: false,
+    rules: syntheticConfig(),
+    proxier: { maxOpsPerTransaction: o.chunk },
   });
+  // The synthetic state is synced directly; the node's own state only says when a change waits.
+  node.state.apply();
+  const p = node.proxiers[4]!;
   const sync = (changed: string[] = [], deleted: string[] = []) =>
     p.sync({ state, changed: new Set(changed), deleted: new Set(deleted), stale: noStale() });
 
@@ -163,34 +172,41 @@ export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
     ops: del.ops,
   }));
 
-  if (!o.noConcurrent) out.push(emit(await concurrent(p, state, synth, size, probe)));
-  client.close();
+  if (!o.noConcurrent) out.push(emit(await concurrent(node, state, synth, size)));
+  await node.close();
   return out;
 }
+
+/** A Service recorded into the node's state to say "a change is waiting" (production's shouldYield). */
+const WAITING: V1Service = {
+  metadata: { namespace: "bench", name: "waiting", resourceVersion: "1" },
+  spec: { clusterIP: "198.18.255.254", ports: [{ name: "p", protocol: "TCP", port: 80 }] },
+};
 
 /**
  * Starts a no-change full sync through the runner (minInterval 1 s), records
  * an endpoint change 10 ms later, and measures when that change commits.
  */
 async function concurrent(
-  p: Proxier,
+  node: ProxyNode,
   state: MutableState,
   synth: { services: number; endpointsPerService: number },
   size: { services: number; eps: number },
-  probe: { shouldYield: () => boolean },
 ): Promise<BenchLine> {
+  const p = node.proxiers[4]!;
   const minInterval = 1000;
   let dirty = new Set<string>();
   let recordedAt = 0;
   let committedAt = 0;
   let fullSeconds = 0;
   let preempted = 0;
-  probe.shouldYield = () => dirty.size > 0;
   let done: () => void = () => {};
   const finished = new Promise<void>((res) => done = res);
   const runner = new BoundedFrequencyRunner(async () => {
     const changed = dirty;
     dirty = new Set();
+    // Taking the change consumes what the node's state had waiting.
+    if (changed.size > 0) node.state.apply();
     const r = await p.sync({ state, changed, deleted: new Set(), stale: noStale() });
     if (r?.full && recordedAt > 0) fullSeconds = r.seconds;
     if (r?.preempted) preempted++;
@@ -205,10 +221,10 @@ async function concurrent(
   recordedAt = performance.now();
   state.endpoints.set(serviceId(k), syntheticEndpoints(k, synth, 2_000_003));
   dirty.add(serviceId(k));
+  node.state.updateService(null, WAITING);
   runner.run();
   await finished;
   await runner.stop();
-  probe.shouldYield = () => false;
   return {
     bench: "sync-endpoint-during-full",
     ...size,

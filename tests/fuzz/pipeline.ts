@@ -1,10 +1,10 @@
 /**
  * The agent's own pipeline from API objects to rules, driven step by step: what the informers
  * do with an event (label and field selectors, slimming at the edge, the kept identity handed
- * back as the old object, re-deliveries of one resourceVersion skipped), then what
- * agent/engine.ts does in a sync (`ClusterState.apply()`, then each family's
- * `Proxier.sync()` with the changed and deleted ids, the stale report and the node flag). Only
- * the timers around them are left out, so a test decides when a sync runs and what time it is.
+ * back as the old object, re-deliveries of one resourceVersion skipped), into the agent's own
+ * node (agent/node.ts buildNode) through the informer handlers production binds, and one
+ * engine sync (SyncEngine.syncNow) at a time. Only the runner's timers are left out, so a test
+ * decides when a sync runs and what time it is.
  *
  * @module
  */
@@ -15,14 +15,16 @@ import {
   slimService,
   slimServiceCIDR,
 } from "../../agent/slim.ts";
+import { parseArgs } from "../../agent/flags.ts";
+import { Logger } from "../../agent/log.ts";
+import { buildNode, informerHandlers, type ProxyNode } from "../../agent/node.ts";
 import { FakeNftables } from "../../ffi/nftables/fake.ts";
 import type { NftablesClient } from "../../ffi/nftables/types.ts";
-import { ClusterState } from "../../proxier/cluster_state.ts";
-import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../../proxier/k8s_types.ts";
+import type { ClusterState } from "../../proxier/cluster_state.ts";
 import type { ProxierConfig } from "../../proxier/model.ts";
 import type { IpFamily } from "../../net/family.ts";
 import { TABLE } from "../../proxier/nftables/names.ts";
-import { Proxier, type SyncResult } from "../../proxier/nftables/proxier.ts";
+import type { Proxier, SyncResult } from "../../proxier/nftables/proxier.ts";
 
 /** A Kubernetes object as JSON. */
 // deno-lint-ignore no-explicit-any
@@ -51,37 +53,58 @@ export interface PipelineOptions {
 /** One sync's results per family. */
 export type SyncResults = Record<IpFamily, SyncResult | null>;
 
-/** The informers, the cluster state and both families' proxiers of one agent. */
+/** The informers and the agent's node (agent/node.ts) over both families. */
 export class AgentPipeline {
-  readonly state: ClusterState;
+  readonly node: ProxyNode;
   readonly clients: Record<IpFamily, NftablesClient>;
-  readonly proxiers: Record<IpFamily, Proxier>;
-  /** Every warning or error the trackers and proxiers logged (valid input should log none). */
-  readonly complaints: string[] = [];
+  /** Every warning or error the trackers, proxiers and engine logged (valid input should log none). */
+  readonly complaints: string[];
   /** What each informer delivered last, by kind and key: the object handed back as "old". */
   #delivered = new Map<string, Obj>();
+  readonly #h: ReturnType<typeof informerHandlers>;
+  readonly opts: PipelineOptions;
 
-  constructor(readonly opts: PipelineOptions) {
-    const complain = (level: string, msg: string) => {
-      if (level !== "info") this.complaints.push(`${level}: ${msg}`);
-    };
-    this.state = new ClusterState({ nodeName: opts.nodeName, log: complain });
-    this.clients = opts.clients ?? {
+  private constructor(opts: PipelineOptions, node: ProxyNode, complaints: string[]) {
+    this.opts = opts;
+    this.node = node;
+    this.complaints = complaints;
+    this.clients = node.clients as Record<IpFamily, NftablesClient>;
+    this.#h = informerHandlers(node.engine);
+    // The informers' initial lists are what the test delivers before its first sync.
+    node.engine.markSynced("services");
+    node.engine.markSynced("endpointSlices");
+  }
+
+  /** Builds the agent's node over `opts.clients` (FakeNftables by default). */
+  static async create(opts: PipelineOptions): Promise<AgentPipeline> {
+    const complaints: string[] = [];
+    const log = new Logger({
+      verbosity: 0,
+      sink: { out: () => {}, err: (line) => complaints.push(line) },
+    });
+    const clients = opts.clients ?? {
       4: new FakeNftables("ip", TABLE),
       6: new FakeNftables("ip6", TABLE),
     };
-    const mk = (f: IpFamily) => {
-      const p = new Proxier({
-        client: this.clients[f],
-        config: opts.config,
-        trimMemory: false,
-        now: opts.now,
-        shouldYield: () => this.state.hasPendingChanges(),
-        log: complain,
-      });
-      return p;
-    };
-    this.proxiers = { 4: mk(4), 6: mk(6) };
+    const node = await buildNode(parseArgs([]), { nftables: (f) => clients[f] }, {
+      nodeName: opts.nodeName,
+      families: [4, 6],
+      log,
+      adopted: false,
+      rules: opts.config,
+      proxier: { now: opts.now, trimMemory: false },
+    });
+    return new AgentPipeline(opts, node, complaints);
+  }
+
+  /** The cluster state the informers feed. */
+  get state(): ClusterState {
+    return this.node.state;
+  }
+
+  /** Both families' proxiers. */
+  get proxiers(): Record<IpFamily, Proxier> {
+    return this.node.proxiers as Record<IpFamily, Proxier>;
   }
 
   /** Whether the informer's selector lets the object through. */
@@ -128,32 +151,23 @@ export class AgentPipeline {
   }
 
   #handle(kind: WorldEvent["kind"], prev: Obj | null, cur: Obj | null): void {
-    const s = this.state;
-    if (kind === "Service") s.updateService(prev as V1Service | null, cur as V1Service | null);
-    else if (kind === "EndpointSlice") {
-      s.updateEndpointSlice(prev as EndpointSlice | null, cur as EndpointSlice | null);
-    } else if (kind === "Node") s.updateNode(cur as V1Node | null);
+    const h = kind === "Service"
+      ? this.#h.services
+      : kind === "EndpointSlice"
+      ? this.#h.endpointSlices
+      : kind === "Node"
+      ? this.#h.node
+      : this.#h.serviceCIDRs;
+    if (prev === null) h.onAdd(cur);
     // A deletion hands over the deleted object as `prev`.
-    else if (cur === null) s.updateServiceCIDR(prev as ServiceCIDR, null);
-    else s.updateServiceCIDR(prev as ServiceCIDR | null, cur as ServiceCIDR);
+    else if (cur === null) h.onDelete(prev);
+    else h.onUpdate(prev, cur);
   }
 
-  /** One sync, as SyncEngine's: apply what was recorded, then sync each family. */
+  /** One sync of the engine (SyncEngine.syncNow): a family that stepped aside reports null. */
   async sync(): Promise<SyncResults> {
-    const input = this.state.apply();
-    const nodeChanged = input.nodeChanged || input.serviceCIDRsChanged;
-    const out = { 4: null, 6: null } as SyncResults;
-    for (const f of [4, 6] as const) {
-      const fam = input.families[f];
-      out[f] = await this.proxiers[f].sync({
-        state: fam.state,
-        changed: fam.changed,
-        deleted: fam.deleted,
-        stale: fam.stale,
-        nodeChanged,
-      });
-    }
-    return out;
+    const round = await this.node.engine.syncNow();
+    return { 4: round?.results[4] ?? null, 6: round?.results[6] ?? null };
   }
 
   /** A cold-started agent's view of the same world: every object listed once, then one sync. */
@@ -161,7 +175,7 @@ export class AgentPipeline {
     opts: Omit<PipelineOptions, "clients">,
     events: readonly WorldEvent[],
   ): Promise<AgentPipeline> {
-    const p = new AgentPipeline(opts);
+    const p = await AgentPipeline.create(opts);
     for (const ev of events) p.deliver(ev);
     await p.sync();
     return p;

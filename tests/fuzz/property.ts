@@ -67,7 +67,7 @@ export async function runFuzz(o: FuzzOptions): Promise<FuzzStats> {
   const pick = rng(o.seed ^ 0x5eed);
   let clock = 0;
   const popts = { nodeName: fz.world.nodeName, config: FUZZ_CONFIG, now: () => clock };
-  const agent = new AgentPipeline({ ...popts, clients: o.clients });
+  const agent = await AgentPipeline.create({ ...popts, clients: o.clients });
   const fakes = o.fakes ?? (agent.clients as Record<IpFamily, FakeNftables>);
   const stats: FuzzStats = {
     seed: o.seed,
