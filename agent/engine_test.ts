@@ -3,7 +3,7 @@ import { SyncEngine } from "./engine.ts";
 import { Logger } from "./log.ts";
 import { createMetrics } from "./metrics.ts";
 import { ProxierHealthServer } from "./health.ts";
-import { FakeNftables } from "../ffi/nftables/fake.ts";
+import { MemoryNftables } from "../ffi/nftables/memory/client.ts";
 import { FakeConntrack } from "../ffi/conntrack/fake.ts";
 import { ClusterState } from "../proxier/cluster_state.ts";
 import { Proxier } from "../proxier/nftables/proxier.ts";
@@ -53,7 +53,7 @@ function quiet(): Logger {
 
 interface Rig {
   engine: SyncEngine;
-  nft: FakeNftables;
+  nft: MemoryNftables;
   ct: FakeConntrack;
   health: ProxierHealthServer;
   metrics: ReturnType<typeof createMetrics>;
@@ -68,7 +68,7 @@ function rig(
     log?: Logger;
   } = {},
 ): Rig {
-  const nft = new FakeNftables("ip", "kube-proxy");
+  const nft = new MemoryNftables("ip", "kube-proxy");
   const ct = new FakeConntrack();
   const metrics = createMetrics();
   const health = new ProxierHealthServer({ healthTimeoutMs: 60_000, metrics });
@@ -187,7 +187,7 @@ Deno.test("after a restart the first sync does not flush flows of services that 
 });
 
 Deno.test("a failed transaction is counted and the next sync is full", async () => {
-  const nft = new FakeNftables("ip", "kube-proxy");
+  const nft = new MemoryNftables("ip", "kube-proxy");
   let failNext = false;
   const flaky: NftablesClient = {
     family: "ip",

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { parseArgs } from "./flags.ts";
 import { Logger } from "./log.ts";
 import { buildNode, informerHandlers, nodeFamilies, proxierConfig } from "./node.ts";
-import { FakeNftables } from "../ffi/nftables/fake.ts";
+import { MemoryNftables } from "../ffi/nftables/memory/client.ts";
 import { Transaction } from "../ffi/nftables/types.ts";
 import { nftFamily } from "../net/family.ts";
 
@@ -43,8 +43,8 @@ Deno.test("flags map onto the rule builder's settings", () => {
 
 Deno.test("buildNode: one proxier per family; a table with chains means adoption", async () => {
   const fakes = {
-    4: new FakeNftables("ip", "kube-proxy"),
-    6: new FakeNftables("ip6", "kube-proxy"),
+    4: new MemoryNftables("ip", "kube-proxy"),
+    6: new MemoryNftables("ip6", "kube-proxy"),
   };
   await fakes[6].run(new Transaction().add({ kind: "table" }).add({ kind: "chain", name: "x" }));
   const node = await buildNode(parseArgs([]), { nftables: (f) => fakes[f] }, {
@@ -58,7 +58,7 @@ Deno.test("buildNode: one proxier per family; a table with chains means adoption
   await node.close();
   // A dry run never adopts; families not asked for get no proxier.
   const dry = await buildNode(parseArgs(["--dry-run"]), {
-    nftables: (f) => new FakeNftables(nftFamily(f), "kube-proxy"),
+    nftables: (f) => new MemoryNftables(nftFamily(f), "kube-proxy"),
   }, { nodeName: "me", families: [4], log: quiet });
   assert.equal(dry.adopted, false);
   assert.equal(dry.proxiers[6], undefined);
@@ -66,7 +66,7 @@ Deno.test("buildNode: one proxier per family; a table with chains means adoption
 });
 
 Deno.test("informer events go to the engine; it syncs once both lists are in", async () => {
-  const fake = new FakeNftables("ip", "kube-proxy");
+  const fake = new MemoryNftables("ip", "kube-proxy");
   const node = await buildNode(parseArgs(["--dry-run"]), { nftables: () => fake }, {
     nodeName: "me",
     families: [4],

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeNftables } from "../../ffi/nftables/fake.ts";
+import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import { Transaction } from "../../ffi/nftables/types.ts";
 import type { ProxyState } from "../model.ts";
 import { noStale } from "../../tests/bench/synthetic.ts";
@@ -9,7 +9,7 @@ import { CFG, ep, state, svc } from "./testing.ts";
 
 function setup() {
   const clock = { t: 1000 };
-  const fake = new FakeNftables("ip", "kube-proxy");
+  const fake = new MemoryNftables("ip", "kube-proxy");
   const p = new Proxier({
     client: fake,
     config: CFG,

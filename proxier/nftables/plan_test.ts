@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeNftables } from "../../ffi/nftables/fake.ts";
+import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import type { EndpointInfo, ProxyState, ServicePortInfo } from "../model.ts";
 import { Proxier } from "./proxier.ts";
 import { CFG, ep, state, svc } from "./testing.ts";
@@ -9,7 +9,7 @@ const NO_STALE = { servicesWithNewEndpoints: [], deletedEndpoints: [] };
 
 class Harness {
   t = 1000;
-  readonly fake = new FakeNftables("ip", "kube-proxy");
+  readonly fake = new MemoryNftables("ip", "kube-proxy");
   readonly p = new Proxier({
     client: this.fake,
     config: CFG,

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeNftables } from "../../ffi/nftables/fake.ts";
+import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import { Transaction } from "../../ffi/nftables/types.ts";
 import {
   type MutableState,
@@ -20,7 +20,7 @@ class Clock {
 }
 
 function setup(
-  fake = new FakeNftables("ip", "kube-proxy"),
+  fake = new MemoryNftables("ip", "kube-proxy"),
   opts: Partial<ProxierOptions> = {},
 ) {
   const clock = new Clock();
@@ -59,7 +59,7 @@ async function freshDump(state: MutableState): Promise<string> {
 }
 
 /** Lets everything stale be deleted, then returns the dump. */
-async function settledDump(p: Proxier, clock: Clock, fake: FakeNftables, state: MutableState) {
+async function settledDump(p: Proxier, clock: Clock, fake: MemoryNftables, state: MutableState) {
   clock.t += 5000;
   await must(p.sync(input(state)));
   return fake.dump();
@@ -273,7 +273,7 @@ Deno.test("proxier: full sync repairs a deleted table, missing elements and fore
 
 Deno.test("proxier: a chunked cold start carries whole services in each transaction", async () => {
   const state = syntheticState({ ...OPTS, services: 30, endpointsPerService: 2, nodePortEvery: 4 });
-  const fake = new FakeNftables("ip", "kube-proxy");
+  const fake = new MemoryNftables("ip", "kube-proxy");
   const seen: Transaction[] = [];
   const realRun = fake.run.bind(fake);
   fake.run = (tx: Transaction) => {
@@ -325,7 +325,7 @@ Deno.test("proxier: a full sync steps aside once for a waiting change", async ()
 
 Deno.test("proxier: a cold start failing midway is adopted by the next full sync", async () => {
   const state = syntheticState({ ...OPTS, services: 30, endpointsPerService: 2 });
-  const fake = new FakeNftables("ip", "kube-proxy");
+  const fake = new MemoryNftables("ip", "kube-proxy");
   const realRun = fake.run.bind(fake);
   let n = 0;
   fake.run = (tx: Transaction) =>
@@ -341,7 +341,7 @@ Deno.test("proxier: a cold start failing midway is adopted by the next full sync
 
 Deno.test("proxier: adoption re-creates a base chain whose priority changed", async () => {
   const state = syntheticState({ ...OPTS, services: 3 });
-  const fake = new FakeNftables("ip", "kube-proxy");
+  const fake = new MemoryNftables("ip", "kube-proxy");
   // An older version left nat-output at another priority.
   await fake.run(
     new Transaction()

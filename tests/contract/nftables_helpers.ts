@@ -12,7 +12,6 @@ import {
   type Family,
   type NftablesClient,
   NftablesError,
-  type Set as NftSet,
   type TableState,
   Transaction,
 } from "../../ffi/nftables/types.ts";

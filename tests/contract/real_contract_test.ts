@@ -4,7 +4,7 @@
  * refuses to run unless KNP_IN_TEST_NETNS=1: tests/e2e/contract_test.ts starts
  * it inside a fresh namespace. Every case gets its own table, deleted after.
  * A differential test at the end applies real builder output to both the
- * kernel and FakeNftables and compares the resulting tables.
+ * kernel and MemoryNftables and compares the resulting tables.
  *
  * @module
  */
@@ -12,7 +12,7 @@ import { nftFamily } from "../../net/family.ts";
 import assert from "node:assert/strict";
 import { cases, summarize } from "./nftables_cases.ts";
 import { openNftables } from "../../ffi/nftables/client.ts";
-import { FakeNftables } from "../../ffi/nftables/fake.ts";
+import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import type {
   EndpointInfo,
   ProxierConfig,
@@ -73,7 +73,7 @@ async function dropTable(c: NftablesClient): Promise<void> {
 
 // ---------------------------------------------------------------------------
 // Differential check on real builder output: the same full transactions
-// applied to FakeNftables and to the kernel must leave equal tables (chains,
+// applied to MemoryNftables and to the kernel must leave equal tables (chains,
 // rule handles and comments, sets, maps and elements; rule text is compared
 // by the cases above only where the kernel does not normalise it).
 
@@ -188,13 +188,13 @@ for (const family of [4, 6] as const) {
 }
 
 /**
- * Runs every transaction on the kernel and on a FakeNftables, asserting both
+ * Runs every transaction on the kernel and on a MemoryNftables, asserting both
  * accept or both reject it (at the same op), and that reads agree.
  */
 class TeeClient implements NftablesClient {
-  readonly fake: FakeNftables;
+  readonly fake: MemoryNftables;
   constructor(private readonly real: NftablesClient) {
-    this.fake = new FakeNftables(real.family, real.table);
+    this.fake = new MemoryNftables(real.family, real.table);
   }
   get family(): Family {
     return this.real.family;

@@ -72,6 +72,23 @@ export function bump(m: globalThis.Map<string, number>, k: string, d: number): v
   else m.set(k, v);
 }
 
+/** The entry `name` of `m`, replaced by its `clone` the first time this draft owns it. */
+function owned<T>(
+  m: globalThis.Map<string, T>,
+  own: globalThis.Set<string>,
+  name: string,
+  what: string,
+  clone: (e: T) => T,
+): T {
+  const e = m.get(name);
+  if (e === undefined) fail(ENOENT, `${what} does not exist`);
+  if (own.has(name)) return e;
+  const copy = clone(e);
+  m.set(name, copy);
+  own.add(name);
+  return copy;
+}
+
 /**
  * A copy-on-write view of a table for one transaction: containers are copied
  * shallowly, and a chain or set is cloned the first time the transaction
@@ -94,35 +111,29 @@ export class Draft {
     };
   }
 
+  /** The chain, cloned on first use in this transaction. Throws ENOENT. */
   chain(name: string): ChainEntry {
-    const c = this.t.chains.get(name);
-    if (c === undefined) fail(ENOENT, `chain ${name} does not exist`);
-    if (!this.#ownedChains.has(name)) {
-      const copy = { ...c, rules: c.rules.slice() };
-      this.t.chains.set(name, copy);
-      this.#ownedChains.add(name);
-      return copy;
-    }
-    return c;
+    return owned(this.t.chains, this.#ownedChains, name, `chain ${name}`, (c) => ({
+      ...c,
+      rules: c.rules.slice(),
+    }));
   }
 
+  /** Adds a chain this transaction made. */
   newChain(e: ChainEntry): void {
     this.t.chains.set(e.chain.name, e);
     this.#ownedChains.add(e.chain.name);
   }
 
+  /** The set or map, cloned on first use in this transaction. Throws ENOENT. */
   set(name: string): SetEntry {
-    const s = this.t.sets.get(name);
-    if (s === undefined) fail(ENOENT, `set or map ${name} does not exist`);
-    if (!this.#ownedSets.has(name)) {
-      const copy = { ...s, elements: new globalThis.Map(s.elements) };
-      this.t.sets.set(name, copy);
-      this.#ownedSets.add(name);
-      return copy;
-    }
-    return s;
+    return owned(this.t.sets, this.#ownedSets, name, `set or map ${name}`, (s) => ({
+      ...s,
+      elements: new globalThis.Map(s.elements),
+    }));
   }
 
+  /** Adds a set or map this transaction made. */
   newSet(e: SetEntry): void {
     this.t.sets.set(e.def.name, e);
     this.#ownedSets.add(e.def.name);
