@@ -6,6 +6,7 @@ import { startProxyInformers } from "./informers.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
 import { Logger } from "./log.ts";
 import { startTlsFront } from "./testdata/tls_front.ts";
+import { waitForSync } from "./testdata/informers_wait.ts";
 
 async function until(cond: () => boolean, what: string, timeoutMs = 8000): Promise<void> {
   const end = Date.now() + timeoutMs;
@@ -49,7 +50,7 @@ Deno.test("https with insecure-skip-tls-verify: lists, watches and probes go thr
   });
   try {
     api.apply({ kind: "Service", metadata: { name: "listed", namespace: "ns" }, spec: {} });
-    await inf.waitForSync(8000);
+    await waitForSync(inf, 8000);
     await until(() => api.openWatches > 0, "the watch");
     api.apply({ kind: "Service", metadata: { name: "watched", namespace: "ns" }, spec: {} });
     await until(() => names.length === 2, "the watched Service");

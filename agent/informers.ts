@@ -486,8 +486,6 @@ export interface ProxyInformers {
   supervisors: WatchSupervisor<unknown>[];
   /** True when every informer has delivered its first list. */
   synced(): boolean;
-  /** Resolves when synced, rejects after `timeoutMs`. */
-  waitForSync(timeoutMs?: number): Promise<void>;
   /** Stops everything. */
   stop(): Promise<void>;
 }
@@ -582,16 +580,6 @@ export function startProxyInformers(opts: ProxyInformerOptions): ProxyInformers 
   return {
     supervisors: sups,
     synced,
-    async waitForSync(timeoutMs = 60_000) {
-      const deadline = Date.now() + timeoutMs;
-      while (!synced()) {
-        if (Date.now() > deadline) {
-          const missing = sups.filter((s) => !s.synced).map((s) => s.name);
-          throw new Error(`informers not synced after ${timeoutMs} ms: ${missing.join(", ")}`);
-        }
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    },
     async stop() {
       probe.stop();
       await Promise.all(sups.map((s) => s.stop()));

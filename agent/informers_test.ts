@@ -6,6 +6,7 @@ import { ApiFetch } from "./api_fetch.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
 import { pagedList } from "./paged_list.ts";
 import { Logger } from "./log.ts";
+import { waitForSync } from "./testdata/informers_wait.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -303,7 +304,7 @@ Deno.test("proxy informers: selectors, own node only, ServiceCIDR 404 tolerated"
     timing: { initialBackoffMs: 50, maxBackoffMs: 200, watchdogMs: 2000 },
   });
   try {
-    await inf.waitForSync(5000);
+    await waitForSync(inf, 5000);
     assert.equal(inf.synced(), true);
     assert.deepEqual(svcs.events, ["add plain"]);
     assert.deepEqual(slices.events, ["add s1"]);
@@ -335,7 +336,7 @@ Deno.test("waitForSync times out naming the missing informers", async () => {
     timing: { initialBackoffMs: 20, maxBackoffMs: 50, watchdogMs: 2000 },
   });
   try {
-    await assert.rejects(inf.waitForSync(300), /not synced after 300 ms: node/);
+    await assert.rejects(waitForSync(inf, 300), /not synced after 300 ms: node/);
   } finally {
     await inf.stop();
     await api.close();

@@ -83,8 +83,6 @@ export interface ClusterStateOptions {
   nodeName: string;
   /** Addresses (kube-proxy's --bind-address) that replace the Node's primary IP of their family. */
   bindAddress?: string[];
-  /** ServiceCIDRs to use while no ServiceCIDR object exists (--service-cluster-ip-range). */
-  defaultServiceCIDRs?: string[];
   log?: LogFn;
   /** Trigger times before this (ms since epoch) are not reported; defaults to construction time. */
   startTime?: number;
@@ -111,7 +109,6 @@ export class ClusterState {
   #log: LogFn;
   #nodeName: string;
   #bind: Partial<Record<IpFamily, string>> = {};
-  #defaultCIDRs: Record<IpFamily, string[]> = { 4: [], 6: [] };
 
   #svcMaps: Record<IpFamily, Map<string, ServicePortInfo>> = { 4: new Map(), 6: new Map() };
   #epMaps: Record<IpFamily, Map<string, readonly EndpointInfo[]>> = { 4: new Map(), 6: new Map() };
@@ -122,7 +119,7 @@ export class ClusterState {
   #cidrsDirty = true;
   #cidrs: Record<IpFamily, string[]> = { 4: [], 6: [] };
 
-  /** @throws Error when `bindAddress` or `defaultServiceCIDRs` holds an invalid value. */
+  /** @throws Error when `bindAddress` holds an invalid value. */
   constructor(opts: ClusterStateOptions) {
     if (typeof opts.nodeName !== "string" || opts.nodeName === "") {
       throw new Error("ClusterState: nodeName must be this node's name (non-empty)");
@@ -135,14 +132,6 @@ export class ClusterState {
       // The unspecified address means "no override", as kube-proxy's default 0.0.0.0.
       if (ip.bytes.every((b) => b === 0)) continue;
       this.#bind[ip.family] = formatIP(ip);
-    }
-    for (const c of opts.defaultServiceCIDRs ?? []) {
-      const cidr = canonicalCIDR(c.trim());
-      if (!cidr) {
-        throw new Error(`service CIDR ${JSON.stringify(c)} is not a CIDR (e.g. 198.18.0.0/16)`);
-      }
-      const fam = familyOfText(cidr);
-      if (!this.#defaultCIDRs[fam].includes(cidr)) this.#defaultCIDRs[fam].push(cidr);
     }
     this.services = new ServiceTracker(this.#log);
     this.endpoints = new EndpointsTracker(opts.nodeName, this.#log, opts.startTime);
@@ -359,7 +348,6 @@ export class ClusterState {
         }
       }
       for (const f of [4, 6] as const) {
-        if (this.#cidrObjects.size === 0) next[f] = [...this.#defaultCIDRs[f]];
         next[f].sort();
         if (!sameStrings(next[f], this.#cidrs[f])) serviceCIDRsChanged = true;
       }

@@ -447,10 +447,6 @@ Deno.test("node: bindAddress overrides its family; bad values are rejected", () 
     /bind address "nope"/,
   );
   assert.throws(() => new ClusterState({ nodeName: "" }), /nodeName/);
-  assert.throws(
-    () => new ClusterState({ nodeName: "me", defaultServiceCIDRs: ["198.18.0.0/99"] }),
-    /service CIDR "198\.18\.0\.0\/99"/,
-  );
 });
 
 Deno.test("node: bad addresses and podCIDRs are dropped with a log line", () => {
@@ -471,11 +467,11 @@ Deno.test("node: bad addresses and podCIDRs are dropped with a log line", () => 
   assert.equal(lines.length, 2);
 });
 
-Deno.test("serviceCIDRs: split by family, defaults when none, change flag", () => {
-  const { cs, lines } = newState({ defaultServiceCIDRs: ["198.18.128.0/17"] });
+Deno.test("serviceCIDRs: split by family, none without objects, change flag", () => {
+  const { cs, lines } = newState();
   let r = cs.apply();
-  assert.equal(r.serviceCIDRsChanged, true);
-  assert.deepEqual(r.families[4].state.serviceCIDRs, ["198.18.128.0/17"]);
+  assert.equal(r.serviceCIDRsChanged, false);
+  assert.deepEqual(r.families[4].state.serviceCIDRs, []);
   assert.deepEqual(r.families[6].state.serviceCIDRs, []);
   const k1 = {
     metadata: { name: "kubernetes" },
@@ -498,7 +494,8 @@ Deno.test("serviceCIDRs: split by family, defaults when none, change flag", () =
   cs.updateServiceCIDR(k1, null);
   cs.updateServiceCIDR({ metadata: { name: "extra" } }, null);
   r = cs.apply();
-  assert.deepEqual(r.families[4].state.serviceCIDRs, ["198.18.128.0/17"]);
+  assert.equal(r.serviceCIDRsChanged, true);
+  assert.deepEqual(r.families[4].state.serviceCIDRs, []);
 });
 
 Deno.test("apply cost follows the number of changes (30k services x 10 endpoints)", () => {
