@@ -122,7 +122,12 @@ export async function buildNode(
   opts: NodeOptions,
 ): Promise<ProxyNode> {
   const log = coreLog(opts.log);
-  const state = new ClusterState({ nodeName: opts.nodeName, bindAddress: cfg.nodeIPOverride, log });
+  const state = new ClusterState({
+    nodeName: opts.nodeName,
+    bindAddress: cfg.nodeIPOverride,
+    externalIPs: cfg.gates.allowServiceExternalIPs,
+    log,
+  });
   const rules = opts.rules ?? proxierConfig(cfg);
   const proxiers: Partial<Record<IpFamily, Proxier>> = {};
   const nft: Partial<Record<IpFamily, NftablesClient>> = {};

@@ -83,6 +83,8 @@ export interface ClusterStateOptions {
   nodeName: string;
   /** Addresses (kube-proxy's --bind-address) that replace the Node's primary IP of their family. */
   bindAddress?: string[];
+  /** Program Services' externalIPs (feature gate AllowServiceExternalIPs; default true). */
+  externalIPs?: boolean;
   log?: LogFn;
   /** Trigger times before this (ms since epoch) are not reported; defaults to construction time. */
   startTime?: number;
@@ -133,7 +135,7 @@ export class ClusterState {
       if (ip.bytes.every((b) => b === 0)) continue;
       this.#bind[ip.family] = formatIP(ip);
     }
-    this.services = new ServiceTracker(this.#log);
+    this.services = new ServiceTracker(this.#log, { externalIPs: opts.externalIPs });
     this.endpoints = new EndpointsTracker(opts.nodeName, this.#log, opts.startTime);
     this.#node = this.#nodeInfo(null);
   }

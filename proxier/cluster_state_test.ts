@@ -109,6 +109,17 @@ Deno.test("apply: joins services and endpoints per family (dual-stack)", () => {
   ]);
 });
 
+Deno.test("externalIPs: false (AllowServiceExternalIPs=false) leaves them out of the state", () => {
+  const withExternal = { ...svc("e"), spec: { ...svc("e").spec, externalIPs: ["198.18.200.1"] } };
+  for (const [externalIPs, want] of [[undefined, ["198.18.200.1"]], [false, []]] as const) {
+    const { cs } = newState({ externalIPs });
+    cs.updateService(null, withExternal);
+    const p = cs.apply().families[4].state.services.get("ns/e:p")!;
+    assert.deepEqual(p.externalIPs, want);
+    assert.equal(p.clusterIP, "198.18.100.1");
+  }
+});
+
 Deno.test("apply: slice port with another protocol or name does not match the service port", () => {
   const { cs } = newState();
   cs.updateService(null, svc("a", { protocol: "TCP" }));
