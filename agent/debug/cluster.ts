@@ -8,7 +8,7 @@
  * @module
  */
 import { parseAllDocuments } from "yaml";
-import { FakeNftables } from "../../ffi/nftables/fake.ts";
+import { MemoryNftables as FakeNftables } from "../../ffi/nftables/memory/client.ts";
 import type { TableState } from "../../ffi/nftables/types.ts";
 import type { NodeInfo } from "../../proxier/model.ts";
 import { type IpFamily, nftFamily } from "../../net/family.ts";
