@@ -95,7 +95,10 @@ Deno.test({
         await fails(topo, EXTERNAL, 80);
         await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
         const table = await nftTable("ip");
-        assert.ok(table?.includes(WEB) && !table.includes(EXTERNAL), table);
+        assert.ok(
+          table?.includes(WEB) && !table.includes(EXTERNAL),
+          table ?? "no kube-proxy table",
+        );
         // Still refused after more syncs: nothing brings the externalIP back.
         api.apply(slice("web", [A]));
         await reaches(topo, "tcp", WEB, 80, ["a"]);
