@@ -44,6 +44,12 @@ export function withBucketsOf(head: Omit<FrontendElements, "buckets">, spec: str
   return prefix + spec.slice(spec.lastIndexOf(SEP) + 1);
 }
 
+/** The buckets of an encoded frontend, without decoding the rest. */
+function writtenBuckets(spec: string): readonly string[] {
+  const b = spec.slice(spec.lastIndexOf(SEP) + 1);
+  return b === "" ? NO_BUCKETS : b.split(",");
+}
+
 /** The inverse of {@link encodeFrontend}. */
 export function decodeFrontend(s: string): FrontendElements {
   const [verdict, noEndpoint, firewall, buckets] = s.split(SEP);
@@ -62,14 +68,48 @@ export function frontendClassChain(f: FrontendSpec, gen: number): string | undef
     : undefined;
 }
 
-/** The elements a frontend wants in generation `gen`. */
-export function renderFrontend(f: FrontendSpec, gen: number): FrontendElements {
+/**
+ * `next` (the endpoints a frontend wants, in any order) placed so that as few buckets as possible
+ * change from `prev` (what is written): an endpoint that stays keeps its bucket, a new one takes
+ * a bucket that was freed, and when the list shrinks the endpoints in the last buckets move down
+ * into the holes. One endpoint replaced in a 5000-endpoint Service is then one element, not every
+ * bucket after it. `next` itself when nothing is written, or when it lists a value twice.
+ */
+export function stableBuckets(prev: readonly string[], next: readonly string[]): readonly string[] {
+  if (prev.length === 0 || next.length === 0) return next;
+  const want = new Set(next);
+  if (want.size !== next.length) return next;
+  const out: (string | undefined)[] = prev.map((v) => (want.delete(v) ? v : undefined));
+  // What is left in `want` is new: into the holes first, in order, then at the end.
+  const fresh = want.values();
+  for (let i = 0, v = fresh.next(); !v.done; v = fresh.next()) {
+    while (i < out.length && out[i] !== undefined) i++;
+    out[i++] = v.value;
+  }
+  // Shrinking: the highest filled bucket moves into each hole below the new length.
+  for (let i = 0, top = out.length - 1; i < next.length; i++) {
+    if (out[i] !== undefined) continue;
+    while (out[top] === undefined) top--;
+    out[i] = out[top];
+    out[top--] = undefined;
+  }
+  out.length = next.length;
+  return out as string[];
+}
+
+/**
+ * The elements a frontend wants in generation `gen`; with `written` (its encoded elements as
+ * written, see {@link encodeFrontend}), endpoints keep the buckets they have ({@link stableBuckets}).
+ */
+export function renderFrontend(f: FrontendSpec, gen: number, written?: string): FrontendElements {
   const out: FrontendElements = { buckets: NO_BUCKETS };
   const d = f.dispatch;
   if (d !== undefined) {
     if ("class" in d) {
       out.verdict = `goto ${classChainName(d.class, d.proto, d.endpoints.length, gen)}`;
-      out.buckets = d.endpoints;
+      out.buckets = written === undefined
+        ? d.endpoints
+        : stableBuckets(writtenBuckets(written), d.endpoints);
     } else {
       out.verdict = `goto ${d.chain}`;
     }

@@ -251,9 +251,9 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
         const ids = claims.get(f.key)!;
         if (ids.length > 1) ids.sort();
         if (ids[0] !== id) continue;
-        const next = renderFrontend(f, gen);
-        const spec = encodeFrontend(next);
         const old = believed.get(f.key);
+        const next = renderFrontend(f, gen, old);
+        const spec = encodeFrontend(next);
         // What is listed carries its comment; what is not is only in buckets, which have none.
         const oldComment = listed.has(f.key) ? listed.get(f.key)!.comment : r.comment;
         if (old !== spec || oldComment !== r.comment) {

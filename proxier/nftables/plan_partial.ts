@@ -142,7 +142,7 @@ export function planPartial(written: WrittenState, input: PartialInput): Plan {
       spec = rulesOf(rec.owner)?.frontends.find((f) => f.key === key);
       if (spec === undefined) throw new Error(`frontend ${key}: owner ${rec.owner} has no rules`);
     }
-    const next = spec && renderFrontend(spec, gen);
+    const next = spec && renderFrontend(spec, gen, before?.spec);
     const nextSpec = next === undefined ? "" : encodeFrontend(next);
     if (rec !== undefined) d.set("frontends", key, { ...rec, spec: nextSpec });
     if ((before?.spec ?? "") === nextSpec && before?.owner === rec?.owner) continue;

@@ -45,3 +45,35 @@ export function state(
 
 /** The IPv4 build context of {@link state} with {@link CFG}. */
 export const ctx4 = (): BuildContext => buildContext(state(), CFG);
+
+/**
+ * A table dump (`FakeNftables.dump()`) with each frontend's endpoint buckets sorted by value.
+ * Buckets keep their positions across syncs (frontend.ts `stableBuckets`) while a fresh sync
+ * places them in sorted order: both balance the same endpoints, so compare them this way.
+ */
+export function canonicalBuckets(dump: string): string {
+  const lines = dump.split("\n");
+  let inBuckets = false;
+  let group: { key: string; at: number[]; values: string[] } | undefined;
+  const flush = () => {
+    if (group === undefined) return;
+    const sorted = [...group.values].sort();
+    group.at.forEach((at, i) => lines[at] = lines[at].replace(/ : .*?(,?)$/, ` : ${sorted[i]}$1`));
+    group = undefined;
+  };
+  for (let i = 0; i < lines.length; i++) {
+    const m = /^\tmap (\S+) \{$/.exec(lines[i]);
+    if (m) inBuckets = /^(nodeport-)?endpoints-/.test(m[1]);
+    const el = inBuckets ? /^\t\t\t(.*) \. \d+ : (.*?),?$/.exec(lines[i]) : null;
+    if (el === null) {
+      flush();
+      continue;
+    }
+    if (group?.key !== el[1]) flush();
+    group ??= { key: el[1], at: [], values: [] };
+    group.at.push(i);
+    group.values.push(el[2]);
+  }
+  flush();
+  return lines.join("\n");
+}

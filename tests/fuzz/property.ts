@@ -11,10 +11,11 @@
  *
  * @module
  */
-import type { FakeNftables } from "../../ffi/nftables/fake.ts";
+import type { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import type { NftablesClient, TableState } from "../../ffi/nftables/types.ts";
 import type { ProxierConfig } from "../../proxier/model.ts";
 import { familyOfText, type IpFamily } from "../../net/family.ts";
+import { canonicalBuckets } from "../../proxier/nftables/testing.ts";
 import { tableReader } from "../../proxier/nftables/trace/reader.ts";
 import { trace, type TraceResult } from "../../proxier/nftables/trace/tracer.ts";
 import { ClusterFuzzer, NET, rng, type World } from "./cluster_gen.ts";
@@ -39,9 +40,9 @@ export interface FuzzOptions {
   packetsPerStep?: number;
   /** Ask for a full sync every this many steps, as the engine's periodic check does (default 7). */
   fullEvery?: number;
-  /** Clients to program (default: FakeNftables); `fakes` then names the fakes to compare. */
+  /** Clients to program (default: MemoryNftables); `fakes` then names the fakes to compare. */
   clients?: Record<IpFamily, NftablesClient>;
-  fakes?: Record<IpFamily, FakeNftables>;
+  fakes?: Record<IpFamily, MemoryNftables>;
   /** Runs after each step's checks, with the pipeline (e.g. to compare the kernel's tables). */
   afterStep?: (step: number, p: AgentPipeline) => Promise<void>;
 }
@@ -68,7 +69,7 @@ export async function runFuzz(o: FuzzOptions): Promise<FuzzStats> {
   let clock = 0;
   const popts = { nodeName: fz.world.nodeName, config: FUZZ_CONFIG, now: () => clock };
   const agent = await AgentPipeline.create({ ...popts, clients: o.clients });
-  const fakes = o.fakes ?? (agent.clients as Record<IpFamily, FakeNftables>);
+  const fakes = o.fakes ?? (agent.clients as Record<IpFamily, MemoryNftables>);
   const stats: FuzzStats = {
     seed: o.seed,
     steps: o.steps,
@@ -119,8 +120,8 @@ export async function runFuzz(o: FuzzOptions): Promise<FuzzStats> {
       throw new Error(`${where}: a cold start drew complaints:\n${fresh.complaints.join("\n")}`);
     }
     for (const f of [4, 6] as const) {
-      const got = fakes[f].dump();
-      const want = (fresh.clients[f] as FakeNftables).dump();
+      const got = canonicalBuckets(fakes[f].dump());
+      const want = canonicalBuckets((fresh.clients[f] as MemoryNftables).dump());
       if (got !== want) {
         throw new Error(`${where}: IPv${f} table differs from a cold start's:\n${diff(got, want)}`);
       }
