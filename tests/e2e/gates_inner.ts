@@ -33,7 +33,8 @@ import {
 const topo = attachTopology("tests/e2e/gates_test.ts");
 const A = topo.podIPv4(0), B = topo.podIPv4(1);
 const WEB = "198.19.0.20";
-const EXTERNAL = "198.51.100.7";
+// Inside the test range (198.18.0.0/15) and outside every topology and Service CIDR.
+const EXTERNAL = "198.18.77.7";
 
 Deno.test({
   name: "feature gates: AllowServiceExternalIPs with real traffic, zpages over HTTP",
