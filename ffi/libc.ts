@@ -2,11 +2,11 @@
  * The one binding of the C library: every libc call this program makes
  * (allocator tuning, small kernel files, memfd for libnftables' file input,
  * socket options and errno for netlink), opened once per process through
- * the {@link dlopen} gate, so KNP_REFUSE_NATIVE=1 refuses it like the rest.
+ * ffi/native.ts's gate, so KNP_REFUSE_NATIVE=1 refuses it like the rest.
  *
  * @module
  */
-import { dlopen } from "./native.ts";
+import { lazyLibrary } from "./libpath.ts";
 
 const SYMBOLS = {
   malloc_trim: { parameters: ["usize"], result: "i32" },
@@ -25,17 +25,12 @@ const SYMBOLS = {
 /** The libc symbols bound here. */
 export type Libc = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
 
-let lib: Libc | undefined;
-
 /**
  * libc.so.6, opened on first use.
  *
- * @throws NativeRefusedError under KNP_REFUSE_NATIVE=1, or dlopen's error without glibc.
+ * @throws LibraryNotFoundError without glibc, or under KNP_REFUSE_NATIVE=1.
  */
-export function libc(): Libc {
-  lib ??= dlopen("libc.so.6", SYMBOLS).symbols;
-  return lib;
-}
+export const libc: () => Libc = lazyLibrary("libc.so.6", SYMBOLS);
 
 /** The calling thread's errno. Read it right after the failing call. */
 export function lastErrno(): number {

@@ -17,6 +17,7 @@ export const LIBRARY_PACKAGES: Readonly<Record<string, string>> = {
   "libnetfilter_conntrack.so.3":
     "Debian/Ubuntu: libnetfilter-conntrack3; Fedora/RHEL: libnetfilter_conntrack",
   "libmnl.so.0": "Debian/Ubuntu: libmnl0; Fedora/RHEL: libmnl",
+  "libc.so.6": "the C library (glibc)",
 };
 
 let configuredDir: string | undefined;
@@ -71,4 +72,17 @@ export function openLibrary<S extends Deno.ForeignLibraryInterface>(
     }
   }
   throw new LibraryNotFoundError(soname, packages, firstError);
+}
+
+/**
+ * A function that opens `soname` with {@link openLibrary} on its first call
+ * and returns the same symbols ever after: each library is opened once per
+ * process, by whichever binding needs it first.
+ */
+export function lazyLibrary<S extends Deno.ForeignLibraryInterface>(
+  soname: string,
+  symbols: S,
+): () => Deno.DynamicLibrary<S>["symbols"] {
+  let lib: Deno.DynamicLibrary<S>["symbols"] | undefined;
+  return () => lib ??= openLibrary(soname, symbols).symbols;
 }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { openLibrary } from "../libpath.ts";
+import { lazyLibrary } from "../libpath.ts";
 
 const SYMBOLS = {
   mnl_socket_open: { parameters: ["i32"], result: "pointer" },
@@ -28,14 +28,9 @@ const SYMBOLS = {
 /** The libmnl symbols bound here. */
 export type Mnl = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
 
-let lib: Mnl | undefined;
-
 /**
  * libmnl.so.0, opened on first use.
  *
  * @throws LibraryNotFoundError naming the package to install.
  */
-export function libmnl(): Mnl {
-  lib ??= openLibrary("libmnl.so.0", SYMBOLS).symbols;
-  return lib;
-}
+export const libmnl: () => Mnl = lazyLibrary("libmnl.so.0", SYMBOLS);

@@ -26,6 +26,7 @@ import {
   putHeader,
 } from "../../netlink/message.ts";
 import type { AckedBatch } from "../../netlink/socket.ts";
+import { BATCH_MARK_LEN, FAMILY_NUMBER, NFT_MSG, nftType, putBatchMark } from "./nf_tables.ts";
 import type { Element, Map as NftMap, Operation, Set as NftSet } from "../types.ts";
 
 /** One field of a key or value. */
@@ -194,11 +195,6 @@ export function encodeValue(fields: Field[], parts: readonly string[]): Uint8Arr
 }
 
 // nf_tables / nfnetlink constants.
-const NFNL_SUBSYS_NFTABLES = 10;
-const NFNL_MSG_BATCH_BEGIN = 0x10;
-const NFNL_MSG_BATCH_END = 0x11;
-const NFT_MSG_NEWSETELEM = 12;
-const NFT_MSG_DELSETELEM = 14;
 const NFTA_SET_ELEM_LIST_TABLE = 1;
 const NFTA_SET_ELEM_LIST_SET = 2;
 const NFTA_SET_ELEM_LIST_ELEMENTS = 3;
@@ -219,7 +215,6 @@ const VERDICTS: Record<string, number> = {
   jump: -3,
   goto: -4,
 };
-const FAMILY: Record<string, number> = { ip: 2, ip6: 10, inet: 1 };
 
 /** Elements per message: the kernel copes with more, this keeps each message small. */
 const PER_MESSAGE = 512;
@@ -290,6 +285,12 @@ class Writer {
     this.off += 20;
     return at;
   }
+  /** A batch begin or end message. */
+  batchMark(mark: "begin" | "end", seq: number): void {
+    this.reserve(BATCH_MARK_LEN);
+    putBatchMark(this.view, this.off, mark, seq);
+    this.off += BATCH_MARK_LEN;
+  }
   endMsg(at: number): void {
     this.view.setUint32(at, this.off - at, true);
   }
@@ -312,13 +313,12 @@ export function encodeBatch(
   layoutOfSet: (name: string) => SetLayout | undefined,
   seq0: number,
 ): Batch | undefined {
-  const fam = FAMILY[family];
+  const fam = FAMILY_NUMBER[family];
   if (fam === undefined) return undefined;
   const w = new Writer();
   const seqs: number[] = [], firstOp: number[] = [];
   let seq = seq0;
-  const begin = w.msg(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq++, 0, NFNL_SUBSYS_NFTABLES);
-  w.endMsg(begin);
+  w.batchMark("begin", seq++);
   let i = 0;
   while (i < ops.length) {
     const op = ops[i];
@@ -326,8 +326,7 @@ export function encodeBatch(
     const target = op.obj.map ?? op.obj.set;
     const layout = target === undefined ? undefined : layoutOfSet(target);
     if (layout === undefined) return undefined;
-    const type = (NFNL_SUBSYS_NFTABLES << 8) |
-      (op.verb === "add" ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM);
+    const type = nftType(op.verb === "add" ? NFT_MSG.NEWSETELEM : NFT_MSG.DELSETELEM);
     const flags = NLM_F_REQUEST | NLM_F_ACK | (op.verb === "add" ? NLM_F_CREATE : 0);
     seqs.push(seq);
     firstOp.push(i);
@@ -345,8 +344,7 @@ export function encodeBatch(
     w.end(list);
     w.endMsg(m);
   }
-  const end = w.msg(NFNL_MSG_BATCH_END, NLM_F_REQUEST, seq++, 0, NFNL_SUBSYS_NFTABLES);
-  w.endMsg(end);
+  w.batchMark("end", seq++);
   return { bytes: w.buf.subarray(0, w.off), seqs, firstOp };
 }
 

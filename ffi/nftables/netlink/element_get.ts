@@ -20,10 +20,8 @@ import {
   NLM_F_REQUEST,
 } from "../../netlink/message.ts";
 import { netfilterDump } from "../../netlink/socket.ts";
+import { FAMILY_NUMBER, NFT_MSG, nftType } from "./nf_tables.ts";
 
-const NFT_MSG_GETSETELEM = 13;
-const NFT_MSG_NEWSETELEM = 12;
-const FAMILY: Record<string, number> = { ip: 2, ip6: 10, inet: 1 };
 const PROTO_NAME: Record<number, string> = {
   1: "icmp",
   6: "tcp",
@@ -71,14 +69,14 @@ export function encodeGetElement(
   seq: number,
 ): Uint8Array | undefined {
   const bytes = encodeValue(layout.key, key);
-  const fam = FAMILY[family];
+  const fam = FAMILY_NUMBER[family];
   if (bytes === undefined || fam === undefined) return undefined;
   const elem = attr(1, attr(1, attr(1, bytes), true), true); // LIST_ELEM { KEY { VALUE } }
   const body = cat([attr(1, strz(table)), attr(2, strz(set)), attr(3, elem, true)]);
   const msg = new Uint8Array(20 + body.length);
   const v = new DataView(msg.buffer);
   v.setUint32(0, msg.length, true);
-  v.setUint16(4, (10 << 8) | NFT_MSG_GETSETELEM, true);
+  v.setUint16(4, nftType(NFT_MSG.GETSETELEM), true);
   v.setUint16(6, NLM_F_REQUEST | NLM_F_ACK, true);
   v.setUint32(8, seq, true);
   msg[16] = fam;
@@ -156,7 +154,7 @@ export function parseGetElementReply(
       const errno = errnoAt(v, off);
       if (errno !== undefined) {
         into.errno = Math.abs(errno);
-      } else if ((type & 0xff) === NFT_MSG_NEWSETELEM) {
+      } else if ((type & 0xff) === NFT_MSG.NEWSETELEM) {
         const list = attributeMap(buf, off + 20, off + mlen).get(3);
         const el = list && nested(list).get(1);
         if (el !== undefined) into.element = elementOf(nested(el), layout, target, key);

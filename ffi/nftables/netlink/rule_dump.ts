@@ -11,13 +11,10 @@
 import { cstr, walkDump } from "../../netlink/dump.ts";
 import { align4, NLM_F_DUMP, NLM_F_REQUEST, putHeader } from "../../netlink/message.ts";
 import { netfilterDump } from "../../netlink/socket.ts";
+import { FAMILY_NUMBER, NFT_MSG, nftType } from "./nf_tables.ts";
 
-const NFNL_SUBSYS_NFTABLES = 10;
-const NFT_MSG_NEWRULE = 6;
-const NFT_MSG_GETRULE = 7;
 const NFTA_RULE_TABLE = 1;
 const NFTA_RULE_CHAIN = 2;
-const FAMILY_NUMBER: Record<string, number> = { ip: 2, ip6: 10, inet: 1 };
 
 const enc = new TextEncoder();
 
@@ -34,7 +31,7 @@ export function encodeRuleDumpRequest(family: string, table: string, seq: number
     v,
     0,
     len,
-    (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE,
+    nftType(NFT_MSG.GETRULE),
     NLM_F_REQUEST | NLM_F_DUMP,
     seq,
     fam,
@@ -57,7 +54,7 @@ export function parseRuleDump(
   counts: Map<string, number>,
 ): "more" | "done" | number {
   return walkDump(buf, len, (type, _family, attrs) => {
-    if ((type & 0xff) !== NFT_MSG_NEWRULE) return;
+    if ((type & 0xff) !== NFT_MSG.NEWRULE) return;
     let t = "", chain = "";
     attrs((atype, value) => {
       if (atype === NFTA_RULE_TABLE) t = cstr(value);

@@ -28,6 +28,7 @@
 import type { Batch } from "./codec.ts";
 import { cstr, walkDump } from "../../netlink/dump.ts";
 import { align4, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, putHeader } from "../../netlink/message.ts";
+import { FAMILY_NAME, FAMILY_NUMBER, NFT_MSG, nftType, putBatchMark } from "./nf_tables.ts";
 
 /** Expression types (nftables' enum expr_types) whose userdata 1.0.6 can decode. */
 const DECODABLE = new Set([
@@ -167,25 +168,10 @@ export function udataHazard(udata: Uint8Array): string | undefined {
 // ---------------------------------------------------------------------------------------------
 // Netlink: the set dump and a table delete
 
-const NFNL_SUBSYS_NFTABLES = 10;
-const NFT_MSG_DELTABLE = 2;
-const NFT_MSG_GETSET = 10;
-const NFNL_MSG_BATCH_BEGIN = 0x10;
-const NFNL_MSG_BATCH_END = 0x11;
 const NFTA_SET_TABLE = 1;
 const NFTA_SET_NAME = 2;
 const NFTA_SET_USERDATA = 13;
 const NFTA_TABLE_NAME = 1;
-
-/** Family numbers and their nft names. */
-const FAMILY_NAME: Record<number, string> = {
-  1: "inet",
-  2: "ip",
-  3: "arp",
-  5: "netdev",
-  7: "bridge",
-  10: "ip6",
-};
 
 /** A set as the dump shows it. */
 export interface DumpedSet {
@@ -199,7 +185,7 @@ export interface DumpedSet {
 /** NFT_MSG_GETSET with NLM_F_DUMP for every family (nfgenmsg family AF_UNSPEC). */
 export function encodeSetDumpRequest(seq: number): Uint8Array {
   const b = new Uint8Array(20);
-  const type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETSET;
+  const type = nftType(NFT_MSG.GETSET);
   putHeader(new DataView(b.buffer), 0, 20, type, NLM_F_REQUEST | NLM_F_DUMP, seq, 0);
   return b;
 }
@@ -214,7 +200,7 @@ export function parseSetDump(
   onSet: (s: DumpedSet) => void,
 ): "more" | "done" | number {
   return walkDump(buf, len, (type, family, attrs) => {
-    if ((type & 0xff) !== 9 /* NFT_MSG_NEWSET */) return;
+    if ((type & 0xff) !== NFT_MSG.NEWSET) return;
     const s: DumpedSet = { family: FAMILY_NAME[family] ?? `family ${family}`, table: "", name: "" };
     attrs((atype, value) => {
       if (atype === NFTA_SET_TABLE) s.table = cstr(value);
@@ -225,8 +211,6 @@ export function parseSetDump(
   });
 }
 
-const FAMILY_NUMBER: Record<string, number> = { ip: 2, ip6: 10, inet: 1 };
-
 /** A batch deleting table `family table` (NFT_MSG_DELTABLE), acked. */
 export function encodeDeleteTable(family: string, table: string, seq0: number): Batch {
   const fam = FAMILY_NUMBER[family];
@@ -236,13 +220,13 @@ export function encodeDeleteTable(family: string, table: string, seq0: number): 
   const attrPadded = align4(attrLen);
   const bytes = new Uint8Array(20 + 20 + attrPadded + 20);
   const view = new DataView(bytes.buffer);
-  putHeader(view, 0, 20, NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq0, 0, NFNL_SUBSYS_NFTABLES);
-  const type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE;
+  putBatchMark(view, 0, "begin", seq0);
+  const type = nftType(NFT_MSG.DELTABLE);
   putHeader(view, 20, 20 + attrPadded, type, NLM_F_REQUEST | NLM_F_ACK, seq0 + 1, fam);
   view.setUint16(40, attrLen, true);
   view.setUint16(42, NFTA_TABLE_NAME, true);
   bytes.set(name, 44);
   const end = 40 + attrPadded;
-  putHeader(view, end, 20, NFNL_MSG_BATCH_END, NLM_F_REQUEST, seq0 + 2, 0, NFNL_SUBSYS_NFTABLES);
+  putBatchMark(view, end, "end", seq0 + 2);
   return { bytes, seqs: [seq0 + 1], firstOp: [0] };
 }
