@@ -45,14 +45,7 @@
  * @module
  */
 import { renderOperation, renderScript } from "./script.ts";
-import {
-  type ErrorRecord,
-  guessFailedOp,
-  hasLine,
-  type LineSpan,
-  parseErrorText,
-  scriptLines,
-} from "./error_locate.ts";
+import { type ErrorRecord, locateFailedOp, parseErrorText } from "./error_locate.ts";
 
 export {
   elementAtColumn,
@@ -285,11 +278,6 @@ class LibNftablesClient implements NftablesClient {
     }
   }
 
-  private async fails(ops: readonly Operation[]): Promise<boolean> {
-    const res = await this.exec(renderScript(this.family, this.table, ops), true);
-    return res.rc !== 0;
-  }
-
   /** Builds the error for a failed script, locating the failed op where it can. */
   private async explain(
     ops: readonly Operation[],
@@ -301,119 +289,30 @@ class LibNftablesClient implements NftablesClient {
       ? "libnftables failed without an error message"
       : records.map((r) => r.message).join("\n");
     const errno = errnoOfNftMessage(message);
-    const idx = await this.locate(ops, script, records[0]);
+    const idx = await locateFailedOp(ops, script, records[0], this.#probe);
     if (idx === undefined) return new NftablesError(message, undefined, undefined, errno);
     const cmd = renderOperation(this.family, this.table, ops[idx]);
     return new NftablesError(message, idx, cmd, errno);
   }
 
-  private async locate(
-    ops: readonly Operation[],
-    script: string,
-    rec: ErrorRecord | undefined,
-  ): Promise<number | undefined> {
-    if (ops.length === 1) return 0;
-    const spans = scriptLines(ops);
-    const lines = script.split("\n");
-    // A rendered op containing a newline would shift lines: trust no line numbers then.
-    const linesAgree = lines.length === spans.length + 1;
-    if (linesAgree && spans.length > 1 && !hasLine(rec, spans)) {
-      // One dry run from a file gets the line number buffer input lacks.
-      const again = await this.dryRunAsFile(script);
-      if (hasLine(again, spans)) rec = again;
-    }
-    const guess = linesAgree ? guessFailedOp(ops, spans, lines, rec) : undefined;
-    // Locations can be wrong (on 1.0.6, columns within very long element
-    // lines are): accept a guess only if dry runs confirm it is the first failure.
-    if (guess !== undefined && await this.isFirstFailure(ops, guess)) return guess;
-    let lineIdx: number | undefined;
-    if (spans.length === 1) {
-      lineIdx = 0;
-    } else if (
-      linesAgree && hasLine(rec, spans) && await this.isFirstFailingLine(ops, spans, rec!.line! - 1)
-    ) {
-      lineIdx = rec!.line! - 1;
-    } else {
-      lineIdx = await this.bisectLines(ops, spans);
-    }
-    if (lineIdx === undefined) return undefined;
-    const span = spans[lineIdx];
-    if (span.end - span.start === 1) return span.start;
-    return await this.bisectOps(ops, span.start, span.end);
-  }
-
-  /** True when lines up to and including `l` fail a dry run and those before it do not. */
-  private async isFirstFailingLine(
-    ops: readonly Operation[],
-    spans: readonly LineSpan[],
-    l: number,
-  ): Promise<boolean> {
-    const end = spans[l].end;
-    if (end < ops.length && !(await this.fails(ops.slice(0, end)))) return false;
-    return l === 0 || !(await this.fails(ops.slice(0, spans[l].start)));
-  }
-
-  /** True when ops up to and including `i` fail a dry run and those before it do not. */
-  private async isFirstFailure(ops: readonly Operation[], i: number): Promise<boolean> {
-    if (i < ops.length - 1 && !(await this.fails(ops.slice(0, i + 1)))) return false;
-    return i === 0 || !(await this.fails(ops.slice(0, i)));
-  }
-
-  /** The first error record of a dry run of `script` read as a file, if it fails. */
-  private async dryRunAsFile(script: string): Promise<ErrorRecord | undefined> {
-    this.#ctx.setDryRun(true);
-    try {
-      const res = await this.#ctx.runAsFile(script);
-      return res.rc === 0 ? undefined : parseErrorText(res.error)[0];
-    } catch {
-      return undefined; // no memfd here: fall back to bisection
-    } finally {
-      this.#ctx.setDryRun(false);
-    }
-  }
-
-  /** Smallest line index whose prefix fails a dry run. */
-  private async bisectLines(
-    ops: readonly Operation[],
-    spans: LineSpan[],
-  ): Promise<number | undefined> {
-    let lo = 0;
-    let hi = spans.length - 1;
-    let confirmed = false;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (await this.fails(ops.slice(0, spans[mid].end))) {
-        hi = mid;
-        confirmed = true;
-      } else {
-        lo = mid + 1;
+  /** The dry runs that locate a failure, on this client's context (inside the queue). */
+  #probe = {
+    fails: async (ops: readonly Operation[]): Promise<boolean> => {
+      const res = await this.exec(renderScript(this.family, this.table, ops), true);
+      return res.rc !== 0;
+    },
+    dryRunAsFile: async (script: string): Promise<ErrorRecord | undefined> => {
+      this.#ctx.setDryRun(true);
+      try {
+        const res = await this.#ctx.runAsFile(script);
+        return res.rc === 0 ? undefined : parseErrorText(res.error)[0];
+      } catch {
+        return undefined; // no memfd here: fall back to bisection
+      } finally {
+        this.#ctx.setDryRun(false);
       }
-    }
-    if (!confirmed && !(await this.fails(ops.slice(0, spans[lo].end)))) return undefined;
-    return lo;
-  }
-
-  /** Smallest op index in [start, end) whose prefix fails a dry run. */
-  private async bisectOps(
-    ops: readonly Operation[],
-    start: number,
-    end: number,
-  ): Promise<number | undefined> {
-    let lo = start;
-    let hi = end - 1;
-    let confirmed = false;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (await this.fails(ops.slice(0, mid + 1))) {
-        hi = mid;
-        confirmed = true;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    if (!confirmed && !(await this.fails(ops.slice(0, lo + 1)))) return undefined;
-    return lo;
-  }
+    },
+  };
 
   /** Runs a listing command; returns null when the object does not exist. */
   private listing(cmd: string): Promise<string | null> {

@@ -127,3 +127,88 @@ export function guessFailedOp(
   const k = elementAtColumn(lines[lineIdx], texts, rec.column);
   return k === undefined ? undefined : span.start + k;
 }
+
+/** The dry runs {@link locateFailedOp} may make (the client's libnftables context). */
+export interface FailureProbe {
+  /** True when a dry run of these ops fails. */
+  fails(ops: readonly Operation[]): Promise<boolean>;
+  /** The first error record of a dry run of `script` read as a file (which names lines). */
+  dryRunAsFile(script: string): Promise<ErrorRecord | undefined>;
+}
+
+/**
+ * The index of the first op of `ops` that makes `script` (their rendering)
+ * fail, or undefined. The error record's location is a guess that dry runs
+ * confirm; without one, or when it is wrong, the lines and then the line's
+ * ops are bisected.
+ */
+export async function locateFailedOp(
+  ops: readonly Operation[],
+  script: string,
+  rec: ErrorRecord | undefined,
+  probe: FailureProbe,
+): Promise<number | undefined> {
+  if (ops.length === 1) return 0;
+  const spans = scriptLines(ops);
+  const lines = script.split("\n");
+  // A rendered op containing a newline would shift lines: trust no line numbers then.
+  const linesAgree = lines.length === spans.length + 1;
+  if (linesAgree && spans.length > 1 && !hasLine(rec, spans)) {
+    // One dry run from a file gets the line number buffer input lacks.
+    const again = await probe.dryRunAsFile(script);
+    if (hasLine(again, spans)) rec = again;
+  }
+  const failsUpTo = (end: number) => probe.fails(ops.slice(0, end));
+  const guess = linesAgree ? guessFailedOp(ops, spans, lines, rec) : undefined;
+  // Locations can be wrong (on 1.0.6, columns within very long element
+  // lines are): accept a guess only if dry runs confirm it is the first failure.
+  if (guess !== undefined && await firstFailure(guess, guess + 1, ops.length, failsUpTo)) {
+    return guess;
+  }
+  let lineIdx: number | undefined;
+  if (spans.length === 1) {
+    lineIdx = 0;
+  } else if (linesAgree && hasLine(rec, spans)) {
+    const l = rec!.line! - 1;
+    const first = await firstFailure(spans[l].start, spans[l].end, ops.length, failsUpTo);
+    lineIdx = first ? l : await bisect(0, spans.length, (i) => failsUpTo(spans[i].end));
+  } else {
+    lineIdx = await bisect(0, spans.length, (i) => failsUpTo(spans[i].end));
+  }
+  if (lineIdx === undefined) return undefined;
+  const span = spans[lineIdx];
+  if (span.end - span.start === 1) return span.start;
+  return await bisect(span.start, span.end, (i) => failsUpTo(i + 1));
+}
+
+/** True when the first `end` ops fail a dry run and the first `start` do not. */
+async function firstFailure(
+  start: number,
+  end: number,
+  total: number,
+  failsUpTo: (end: number) => Promise<boolean>,
+): Promise<boolean> {
+  if (end < total && !(await failsUpTo(end))) return false;
+  return start === 0 || !(await failsUpTo(start));
+}
+
+/** The smallest i in [lo, hi) for which `failsAt(i)` holds (it holds for every later i too). */
+async function bisect(
+  lo: number,
+  hi: number,
+  failsAt: (i: number) => Promise<boolean>,
+): Promise<number | undefined> {
+  hi -= 1;
+  let confirmed = false;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (await failsAt(mid)) {
+      hi = mid;
+      confirmed = true;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  if (!confirmed && !(await failsAt(lo))) return undefined;
+  return lo;
+}
