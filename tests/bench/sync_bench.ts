@@ -83,14 +83,12 @@ export function requireTestNetns(): void {
   }
 }
 
-/** Runs the sync benchmark for one cluster size. */
-export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
-  requireTestNetns();
-  const out: BenchLine[] = [];
-  const size = { services: o.services, eps: o.eps };
-  const synth = { services: o.services, endpointsPerService: o.eps };
-  const state: MutableState = syntheticState(synth);
-  const { client, kernel } = timed(openNftables("ip", "kube-proxy"));
+/**
+ * The agent's node over `client`, IPv4 only. The synthetic state is synced
+ * through its proxier directly; the node's own state only says when a change
+ * waits (production's shouldYield).
+ */
+async function benchNode(client: NftablesClient, chunk?: number): Promise<ProxyNode> {
   const node = await buildNode(parseArgs(["--hostname-override=bench-node"]), {
     nftables: () => client,
   }, {
@@ -99,17 +97,27 @@ export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
     log: new Logger({ verbosity: 0, sink: { out: () => {}, err: () => {} } }),
     adopted: false,
     rules: syntheticConfig(),
-    proxier: { maxOpsPerTransaction: o.chunk },
+    proxier: { maxOpsPerTransaction: chunk },
   });
-  // The synthetic state is synced directly; the node's own state only says when a change waits.
   node.state.apply();
+  return node;
+}
+
+/** Runs the sync benchmark for one cluster size. */
+export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
+  requireTestNetns();
+  const out: BenchLine[] = [];
+  const size = { services: o.services, eps: o.eps };
+  const synth = { services: o.services, endpointsPerService: o.eps };
+  const state: MutableState = syntheticState(synth);
+  const { client, kernel } = timed(openNftables("ip", "kube-proxy"));
+  const node = await benchNode(client, o.chunk);
   const p = node.proxiers[4]!;
   const sync = (changed: string[] = [], deleted: string[] = []) =>
     p.sync({ state, changed: new Set(changed), deleted: new Set(deleted), stale: noStale() });
-
   let k0 = kernel();
   let t0 = performance.now();
-  const cold = (await sync())!;
+  const cold = await sync();
   out.push(emit({
     bench: "sync-cold",
     ...size,
@@ -125,7 +133,7 @@ export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
   p.requestFullSync("bench");
   k0 = kernel();
   t0 = performance.now();
-  const again = (await sync())!;
+  const again = await sync();
   out.push(emit({
     bench: "sync-full-nochange",
     ...size,
@@ -139,7 +147,7 @@ export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
   const k = Math.floor(o.services / 2);
   t0 = performance.now();
   state.endpoints.set(serviceId(k), syntheticEndpoints(k, synth, 1_000_003));
-  const ep = (await sync([serviceId(k)]))!;
+  const ep = await sync([serviceId(k)]);
   out.push(emit({
     bench: "sync-endpoint-change",
     ...size,
@@ -152,7 +160,7 @@ export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
   const svc = syntheticService(o.services, synth);
   state.services.set(svc.id, svc);
   state.endpoints.set(svc.id, syntheticEndpoints(o.services, synth));
-  const add = (await sync([svc.id]))!;
+  const add = await sync([svc.id]);
   out.push(emit({
     bench: "sync-new-service",
     ...size,
@@ -164,7 +172,7 @@ export async function benchSync(o: SyncBenchOptions): Promise<BenchLine[]> {
   t0 = performance.now();
   state.services.delete(svc.id);
   state.endpoints.delete(svc.id);
-  const del = (await sync([], [svc.id]))!;
+  const del = await sync([], [svc.id]);
   out.push(emit({
     bench: "sync-delete-service",
     ...size,
