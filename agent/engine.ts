@@ -19,6 +19,7 @@ import type { ConntrackRunner } from "../conntrack/runner.ts";
 import type { Logger } from "./log.ts";
 import { familyLabel, IP_FAMILIES, type IpFamily } from "../net/family.ts";
 import type { ProxyMetrics } from "./metrics.ts";
+import { ServiceTallies } from "./service_tallies.ts";
 import type {
   HealthNode,
   ProxierHealthServer,
@@ -75,6 +76,14 @@ export class SyncEngine {
   #reconcileTimer: ReturnType<typeof setInterval> | undefined;
   #reconciling = false;
   #firstSync = new Set<IpFamily>();
+  /** Per family: the no-local-endpoints counts and health entries, kept from changed IDs. */
+  readonly #tallies: Record<IpFamily, ServiceTallies> = {
+    4: new ServiceTallies(),
+    6: new ServiceTallies(),
+  };
+  /** Per family: Service port ids changed since the tallies last caught up (a preempted or
+   * failed sync leaves its changes here for the next commit). */
+  readonly #untallied: Record<IpFamily, Set<string>> = { 4: new Set(), 6: new Set() };
   /** The informers that delivered their initial list; nothing is programmed before both have. */
   #synced = new Set<"services" | "endpointSlices">();
   #stopped = false;
@@ -236,6 +245,8 @@ export class SyncEngine {
     const round: SyncRound = { results: {}, again: false };
     for (const f of this.#families) {
       const fam = input.families[f];
+      for (const id of fam.changed) this.#untallied[f].add(id);
+      for (const id of fam.deleted) this.#untallied[f].add(id);
       let res: SyncResult;
       try {
         res = await this.#o.proxiers[f]!.sync({ ...fam, nodeChanged });
@@ -266,7 +277,7 @@ export class SyncEngine {
       await this.#cleanupConntrack(f, res.stale);
       this.#firstSync.delete(f);
     }
-    this.#syncServiceHealth(input.families);
+    this.#syncServiceHealth();
     if (round.failure !== undefined) return round;
     this.syncs++;
     this.#o.onSync?.(this.syncs, round.results);
@@ -313,7 +324,11 @@ export class SyncEngine {
     for (const t of triggerTimes) {
       metrics?.networkProgrammingLatency.observe(l, Math.max(0, committedAt - t) / 1000);
     }
-    this.#noLocalEndpointsMetric(f, s);
+    // A full sync (first, periodic check, after a failure or a Node change) recounts every
+    // Service; a partial one only those changed since the last commit.
+    this.#tallies[f].update(s, res.full ? undefined : this.#untallied[f]);
+    this.#untallied[f].clear();
+    this.#noLocalEndpointsMetric(f);
     health?.updated(f);
   }
 
@@ -378,37 +393,27 @@ export class SyncEngine {
     }
   }
 
-  #noLocalEndpointsMetric(f: IpFamily, s: ProxyState): void {
+  #noLocalEndpointsMetric(f: IpFamily): void {
     const m = this.#o.metrics?.noLocalEndpointsTotal;
     if (!m) return;
-    let internal = 0;
-    let external = 0;
-    for (const [id, svc] of s.services) {
-      if (!svc.internalPolicyLocal && !svc.externalPolicyLocal) continue;
-      const eps = s.endpoints.get(id) ?? [];
-      if (eps.length === 0 || eps.some((e) => e.isLocal && (e.ready || e.serving))) continue;
-      if (svc.internalPolicyLocal) internal++;
-      if (svc.externalPolicyLocal) external++;
-    }
-    m.set({ ip_family: familyLabel(f), traffic_policy: "internal" }, internal);
-    m.set({ ip_family: familyLabel(f), traffic_policy: "external" }, external);
+    const t = this.#tallies[f];
+    m.set({ ip_family: familyLabel(f), traffic_policy: "internal" }, t.internal);
+    m.set({ ip_family: familyLabel(f), traffic_policy: "external" }, t.external);
   }
 
   /** HealthCheckNodePort servers follow eTP=Local services and their local endpoints. */
-  #syncServiceHealth(families: Record<IpFamily, { state: ProxyState }>): void {
+  #syncServiceHealth(): void {
     const sh = this.#o.serviceHealth;
     if (!sh) return;
+    const taken = this.#families.map((f) => this.#tallies[f].takeHealth());
+    if (!taken.some((t) => t.changed)) return;
     const ports = new Map<number, ServiceHealthEntry>();
-    for (const f of this.#families) {
-      const s = families[f].state;
-      for (const [id, svc] of s.services) {
-        if (svc.healthCheckNodePort === 0 || !svc.externalPolicyLocal) continue;
-        const eps = s.endpoints.get(id) ?? [];
-        const ready = eps.filter((e) => e.isLocal && e.ready).length;
-        const prev = ports.get(svc.healthCheckNodePort);
-        ports.set(svc.healthCheckNodePort, {
-          service: `${svc.namespace}/${svc.name}`,
-          localEndpoints: Math.max(prev?.localEndpoints ?? 0, ready),
+    for (const { entries } of taken) {
+      for (const e of entries) {
+        const prev = ports.get(e.port);
+        ports.set(e.port, {
+          service: e.service,
+          localEndpoints: Math.max(prev?.localEndpoints ?? 0, e.localEndpoints),
         });
       }
     }

@@ -16,6 +16,7 @@ import {
   httpGet,
   NETNS_SAFE_FLAGS,
 } from "./fixtures/agent_process.ts";
+import { NODE4 } from "../topology.ts";
 import {
   attachTopology,
   fails,
@@ -82,6 +83,35 @@ Deno.test({
           { ready: false, serving: false, terminating: true },
         ]));
         await fails(topo, WEB, 80);
+      });
+
+      await t.step("a HealthCheckNodePort follows the Service's local endpoints", async () => {
+        // eTP=Local LoadBalancer: upstream's health server answers 200 with the count of ready
+        // local endpoints, 503 with none (the engine keeps this from changed Services only).
+        const lb = service("lb", { ip: "198.19.0.30", nodePort: 30090, type: "LoadBalancer" });
+        const spec = lb.spec as Record<string, unknown>;
+        spec.externalTrafficPolicy = "Local";
+        spec.healthCheckNodePort = 32100;
+        api.apply(lb);
+        const s = slice("lb", [A, B]);
+        const eps = s.endpoints as { nodeName: string }[];
+        eps[1].nodeName = "elsewhere";
+        api.apply(s);
+        const hc = async (want: number, local: number) => {
+          await eventually(`health check ${want}, ${local} local`, async () => {
+            const r = await httpGet(`http://${NODE4}:32100/`);
+            if (r.status !== want) return undefined;
+            return JSON.parse(r.body).localEndpoints === local ? true : undefined;
+          }, 15_000);
+        };
+        await hc(200, 1);
+        eps[0].nodeName = "elsewhere";
+        api.apply(s);
+        await hc(503, 0);
+        eps[0].nodeName = NODE_NAME;
+        eps[1].nodeName = NODE_NAME;
+        api.apply(s);
+        await hc(200, 2);
       });
 
       await t.step("SIGTERM: exit 0", async () => {
