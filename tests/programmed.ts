@@ -1,5 +1,5 @@
 /**
- * Test support: programs a cluster state into a {@link FakeNftables}
+ * Test support: programs a cluster state into a {@link MemoryNftables}
  * through the production path (a proxier of the agent's node, built by
  * agent/node.ts, and a real sync), so tracer, golden and dataplane tests
  * check exactly what production sends.
@@ -7,7 +7,7 @@
  * @module
  */
 import { nftFamily } from "../net/family.ts";
-import { FakeNftables } from "../ffi/nftables/fake.ts";
+import { MemoryNftables } from "../ffi/nftables/memory/client.ts";
 import { renderScript } from "../ffi/nftables/script.ts";
 import type {
   Chain,
@@ -65,8 +65,8 @@ export async function syncAll(proxier: Proxier, state: ProxyState): Promise<Sync
 export async function programFake(
   state: ProxyState,
   config: ProxierConfig,
-): Promise<{ fake: FakeNftables; proxier: Proxier }> {
-  const fake = new FakeNftables(nftFamily(state.family), TABLE);
+): Promise<{ fake: MemoryNftables; proxier: Proxier }> {
+  const fake = new MemoryNftables(nftFamily(state.family), TABLE);
   const proxier = await nodeProxier(state, config, fake);
   await syncAll(proxier, state);
   return { fake, proxier };
@@ -75,7 +75,7 @@ export async function programFake(
 /** A client that records every transaction it applies to the fake behind it. */
 export class RecordingClient implements NftablesClient {
   readonly txs: Transaction[] = [];
-  constructor(readonly fake: FakeNftables) {}
+  constructor(readonly fake: MemoryNftables) {}
   get family(): Family {
     return this.fake.family;
   }
@@ -121,7 +121,7 @@ export class RecordingClient implements NftablesClient {
 
 /** The nft script a cold start of `state` sends (what `--dry-run` prints), through a real sync. */
 export async function coldStartScript(state: ProxyState, config: ProxierConfig): Promise<string> {
-  const fake = new FakeNftables(nftFamily(state.family), TABLE);
+  const fake = new MemoryNftables(nftFamily(state.family), TABLE);
   const rec = new RecordingClient(fake);
   await syncAll(await nodeProxier(state, config, rec), state);
   return rec.script();

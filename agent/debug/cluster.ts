@@ -8,7 +8,7 @@
  * @module
  */
 import { parseAllDocuments } from "yaml";
-import { MemoryNftables as FakeNftables } from "../../ffi/nftables/memory/client.ts";
+import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import type { TableState } from "../../ffi/nftables/types.ts";
 import type { NodeInfo } from "../../proxier/model.ts";
 import { type IpFamily, nftFamily } from "../../net/family.ts";
@@ -119,12 +119,12 @@ export async function programDryRun(
   nodeName: string,
   source: DryRunSource,
 ): Promise<DryRunTable[]> {
-  const fakes = new Map<IpFamily, FakeNftables>();
+  const fakes = new Map<IpFamily, MemoryNftables>();
   const families: IpFamily[] = [4, 6];
   const quiet = new Logger({ verbosity: 0, sink: { out: () => {}, err: () => {} } });
   const node = await buildNode({ ...cfg, dryRun: true }, {
     nftables: (f) => {
-      const fake = new FakeNftables(nftFamily(f), TABLE);
+      const fake = new MemoryNftables(nftFamily(f), TABLE);
       fakes.set(f, fake);
       return fake;
     },

@@ -47,7 +47,7 @@ export function state(
 export const ctx4 = (): BuildContext => buildContext(state(), CFG);
 
 /**
- * A table dump (`FakeNftables.dump()`) with each frontend's endpoint buckets sorted by value.
+ * A table dump (`MemoryNftables.dump()`) with each frontend's endpoint buckets sorted by value.
  * Buckets keep their positions across syncs (frontend.ts `stableBuckets`) while a fresh sync
  * places them in sorted order: both balance the same endpoints, so compare them this way.
  */

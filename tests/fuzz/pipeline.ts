@@ -18,7 +18,7 @@ import {
 import { parseArgs } from "../../agent/flags.ts";
 import { Logger } from "../../agent/log.ts";
 import { buildNode, informerHandlers, type ProxyNode } from "../../agent/node.ts";
-import { FakeNftables } from "../../ffi/nftables/fake.ts";
+import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import type { NftablesClient } from "../../ffi/nftables/types.ts";
 import type { ClusterState } from "../../proxier/cluster_state.ts";
 import type { ProxierConfig } from "../../proxier/model.ts";
@@ -44,7 +44,7 @@ const HEADLESS = "service.kubernetes.io/headless";
 export interface PipelineOptions {
   nodeName: string;
   config: ProxierConfig;
-  /** One client per family; FakeNftables by default. */
+  /** One client per family; MemoryNftables by default. */
   clients?: Record<IpFamily, NftablesClient>;
   /** The proxiers' clock (ms): stale chains are deleted a second after they were retired. */
   now: () => number;
@@ -75,7 +75,7 @@ export class AgentPipeline {
     node.engine.markSynced("endpointSlices");
   }
 
-  /** Builds the agent's node over `opts.clients` (FakeNftables by default). */
+  /** Builds the agent's node over `opts.clients` (MemoryNftables by default). */
   static async create(opts: PipelineOptions): Promise<AgentPipeline> {
     const complaints: string[] = [];
     const log = new Logger({
@@ -83,8 +83,8 @@ export class AgentPipeline {
       sink: { out: () => {}, err: (line) => complaints.push(line) },
     });
     const clients = opts.clients ?? {
-      4: new FakeNftables("ip", TABLE),
-      6: new FakeNftables("ip6", TABLE),
+      4: new MemoryNftables("ip", TABLE),
+      6: new MemoryNftables("ip6", TABLE),
     };
     const node = await buildNode(parseArgs([]), { nftables: (f) => clients[f] }, {
       nodeName: opts.nodeName,
