@@ -16,7 +16,7 @@
  *
  * @module
  */
-import type { Element, Transaction } from "../../ffi/nftables/types.ts";
+import type { Element } from "../../ffi/nftables/types.ts";
 import type { BuildContext } from "./context.ts";
 import {
   decodeFrontend,
@@ -227,10 +227,10 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
   }
   settleClasses(d, ctx, gen, now, tb);
   const maxOps = cold || fresh ? input.maxOps ?? 0 : 0;
-  return { delta: d.delta, txs: transactions() };
+  return transactions();
 
   // The rest runs as the transactions are taken, so only one is built at a time.
-  function* transactions(): Generator<Transaction> {
+  function* transactions(): Plan {
     const clusterIPs = new Map<string, number>();
     const hairpin = new Map<string, number>();
     const listedClusterIPs = listedKeys(view, N.clusterIPs, cold ? [] : d.keys("clusterIPs"));
@@ -328,6 +328,7 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
     }
     d.setMeta({ gen, contextKey: input.contextKey });
     yield* tb.finish();
+    return d.delta;
   }
 }
 

@@ -32,13 +32,18 @@ import { TxBuilder } from "./tx_builder.ts";
 import { type Delta, Draft, type WrittenState } from "./written_state.ts";
 
 /**
- * A planned sync: transactions to run in order, then the delta to commit.
- * A full sync's transactions are built as they are taken (only one is held
- * at a time), and its delta is complete once they all were.
+ * A planned sync: a generator of the transactions to run in order, whose
+ * return value is the delta to commit. A full sync's transactions are built
+ * as they are taken (only one is held at a time) and keep writing to the
+ * delta, so it is handed out only once the last one was taken: a caller
+ * cannot commit half a plan. (A `for...of` drops the return value.)
  */
-export interface Plan {
-  txs: Iterable<Transaction>;
-  delta: Delta;
+export type Plan = Generator<Transaction, Delta, undefined>;
+
+/** A plan of transactions already built, returning `delta`. */
+export function* builtPlan(txs: Iterable<Transaction>, delta: Delta): Plan {
+  yield* txs;
+  return delta;
 }
 
 /** Inputs of {@link planPartial}. */
@@ -169,7 +174,7 @@ export function planPartial(written: WrittenState, input: PartialInput): Plan {
     if (!was && is) tb.tail.add(hairpinElement(ip));
   }
   settleClasses(d, ctx, gen, now, tb);
-  return { txs: tb.finish(), delta: d.delta };
+  return builtPlan(tb.finish(), d.delta);
 }
 
 /**

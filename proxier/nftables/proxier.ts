@@ -27,7 +27,7 @@ import { type Plan, planPartial } from "./plan_partial.ts";
 import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
 import { nextStaleDeadline, planStaleDeletion } from "./stale.ts";
 import { N } from "./names.ts";
-import { newDelta, WrittenState } from "./written_state.ts";
+import { type Delta, newDelta, WrittenState } from "./written_state.ts";
 
 /** Settings of a {@link Proxier}. */
 export interface ProxierOptions {
@@ -327,13 +327,13 @@ export class Proxier {
    */
   private async runPlan(plan: Plan): Promise<{ ops: number; txs: number }> {
     let ops = 0, txs = 0;
-    const it = plan.txs[Symbol.iterator]();
+    let next: IteratorResult<Transaction, Delta>;
     try {
-      for (let next = it.next(); !next.done;) {
+      for (next = plan.next(); !next.done;) {
         const tx = next.value;
         const applied = this.client.run(tx);
         applied.catch(() => {}); // awaited below, after the next one is built
-        next = it.next();
+        next = plan.next();
         await applied;
         ops += tx.size;
         txs++;
@@ -343,7 +343,8 @@ export class Proxier {
       this.regenerate = true;
       throw err;
     }
-    this.written.commit(plan.delta);
+    // The generator's return value: the delta, complete now that every transaction was built.
+    this.written.commit(next.value);
     return { ops, txs };
   }
 

@@ -144,6 +144,8 @@ export class WrittenState implements Fields {
 
   /** Applies a plan's delta after the kernel accepted it. The only way this state changes. */
   commit(d: Delta): void {
+    // A plan hands out its delta as its generator's return value: none means it was not drained.
+    if (d === undefined) throw new Error("WrittenState.commit: no delta (a plan not drained?)");
     for (const f of FIELDS) {
       const target = this[f] as Map<string, unknown>;
       for (const [k, v] of d[f] as Map<string, unknown>) {
