@@ -1,7 +1,8 @@
 /**
  * The agent program: parses flags, connects to the cluster, and runs the
  * informers, the sync engine, the conntrack work and the HTTP servers on one
- * event loop until SIGTERM/SIGINT (which leave the rules in place).
+ * event loop until SIGTERM/SIGINT, a --config edit, or a change of its Node's IPs or
+ * its deletion (agent/node_lifecycle.ts); all of them leave the rules in place.
  *
  * @module
  */
@@ -19,7 +20,7 @@ import { type Servers, startServers } from "./http_servers.ts";
 import { watchConfigFile } from "./config_watch.ts";
 import { stringify as stringifyYaml } from "yaml";
 import { ApiFetch } from "./api_fetch.ts";
-import { postStartingEvent } from "./events.ts";
+import { postNodeEvent, postStartingEvent } from "./events.ts";
 import { installHeapSnapshotSignal } from "./heap_snapshot.ts";
 import { ServiceHealthServers } from "./health.ts";
 import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
@@ -27,6 +28,7 @@ import { tuneMalloc } from "../ffi/malloc_trim.ts";
 import { type ProxyInformers, startProxyInformers } from "./informers.ts";
 import { fetchNode } from "./node_fetch.ts";
 import { buildNode, informerHandlers, nodeFamilies, type ProxyNode } from "./node.ts";
+import { guardNodeHandlers, type NodeGuardHooks, NodeLifecycle } from "./node_lifecycle.ts";
 import { IP_FAMILIES, type IpFamily, nftFamily } from "../net/family.ts";
 import { setLibraryDir } from "../ffi/libpath.ts";
 import { openNftables } from "../ffi/nftables/client.ts";
@@ -75,6 +77,12 @@ export interface RunOptions {
 
 /** Exit status after the --config file changed (upstream returns an error: status 1). */
 export const EXIT_CONFIG_CHANGED = 1;
+
+/** Exit status after the Node's IPs changed or the Node was deleted (upstream's os.Exit(1)). */
+export const EXIT_NODE_CHANGED = 1;
+
+/** How long an exit waits for its Event to be posted. */
+const EVENT_TIMEOUT_MS = 5_000;
 
 /** Runs the agent with the given arguments; resolves with the exit code. */
 export async function runAgent(argv: string[], opts: RunOptions = {}): Promise<number> {
@@ -189,6 +197,12 @@ function stopControl(cfg: AgentConfig, log: Logger, configText: string, signal?:
     signal: abort.signal,
     stopped,
     exitCode: () => exitCode,
+    /** Stops as SIGTERM does (rules stay), with exit status `code`. */
+    exit(code: number) {
+      if (abort.signal.aborted) return;
+      exitCode = code;
+      onSignal();
+    },
     close() {
       configWatch?.close();
       for (const s of signals) Deno.removeSignalListener(s, onSignal);
@@ -251,10 +265,15 @@ async function serve(
   if (!stop.signal.aborted) {
     const { node, serviceHealth } = await buildAgentNode(cfg, log, nodeName, nodeObj, servers);
     if (nodeObj) node.engine.recordNode(nodeObj);
+    const handlers = guardNodeHandlers(
+      informerHandlers(node.engine),
+      new NodeLifecycle(nodeName, nodeObj),
+      nodeExitHooks(api, nodeName, log, events, stop.exit, cfg.dryRun),
+    );
     const informers: ProxyInformers = startProxyInformers({
       api,
       nodeName,
-      handlers: informerHandlers(node.engine),
+      handlers,
       onHealth: (resource, ok) => servers.health.setWatchHealthy(resource, ok),
       log: log.child("informers"),
     });
@@ -277,6 +296,35 @@ async function serve(
   await servers.close();
   log.info("Stopped");
   return stop.exitCode();
+}
+
+/** How the agent leaves when its Node's IPs change or it is deleted (agent/node_lifecycle.ts). */
+function nodeExitHooks(
+  api: ApiFetch,
+  nodeName: string,
+  log: Logger,
+  events: Logger,
+  exit: (code: number) => void,
+  dryRun: boolean,
+): NodeGuardHooks {
+  return {
+    noIPs: () => log.error("Failed to retrieve NodeIPs", undefined, { node: nodeName }),
+    exit: (why) => {
+      log.info(why.message, why.fields);
+      // Best effort and bounded: the exit does not wait on an unreachable API server.
+      const posted = dryRun
+        ? Promise.resolve()
+        : api.usable().then((ok) =>
+          ok ? postNodeEvent(api, nodeName, why.event, events) : undefined
+        ).catch(() => {});
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timeout = new Promise((res) => timer = setTimeout(res, EVENT_TIMEOUT_MS));
+      void Promise.race([posted, timeout]).finally(() => {
+        clearTimeout(timer);
+        exit(EXIT_NODE_CHANGED);
+      });
+    },
+  };
 }
 
 /** Loads the kubeconfig and logs where the agent connects. */
