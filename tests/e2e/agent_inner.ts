@@ -11,23 +11,19 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { FakeApiServer, type KObject } from "../fakeapi/server.ts";
+import type { FakeApiServer, KObject } from "../fakeapi/server.ts";
 import { MIXIN_SELECTORS, parseExposition, select } from "../mixin_selectors.ts";
 import { run } from "../netns.ts";
 import { NODE4, NODE6, type ProbeResult } from "../topology.ts";
-import {
-  AgentProcess,
-  eventually,
-  freePort,
-  httpGet,
-  NETNS_SAFE_FLAGS,
-} from "./fixtures/agent_process.ts";
+import { AgentProcess, eventually, httpGet } from "./fixtures/agent_process.ts";
+import { startAgent } from "./fixtures/agent_under_test.ts";
 import {
   attachTopology,
   metric,
   nftTable,
   NODE_NAME,
   service,
+  serviceCIDR,
   slice,
 } from "./fixtures/inner_steps.ts";
 
@@ -120,57 +116,32 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   fn: async (t) => {
-    const api = FakeApiServer.start({ bookmarkIntervalMs: 500 });
-    const kubeconfig = api.writeKubeconfig();
-    const healthzPort = freePort(), metricsPort = freePort();
-    const healthz = `http://127.0.0.1:${healthzPort}`;
-    const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
-    const agentArgs = [
-      `--kubeconfig=${kubeconfig}`,
-      `--hostname-override=${NODE_NAME}`,
-      "--cluster-cidr=198.18.1.0/24,2001:db8:1::/64",
-      "--min-sync-period=200ms",
-      "--sync-period=2s",
-      `--healthz-bind-address=127.0.0.1:${healthzPort}`,
-      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-      "--v=2",
-      ...NETNS_SAFE_FLAGS,
-    ];
-    api.apply(node());
-    api.apply({
-      kind: "ServiceCIDR",
-      metadata: { name: "kubernetes" },
-      spec: { cidrs: ["198.19.0.0/16", "2001:db8:ffff::/112"] },
-    });
-    api.apply(service("web", { ip: "198.19.0.10", nodePort: 30080 }));
-    api.apply(slice("web", [A, B]));
-    api.apply(service("dns", { ip: "198.19.0.53", port: 53, protocol: "UDP" }));
-    api.apply(slice("dns", [A, B], "UDP"));
-    api.apply(service("web6", { ip: "2001:db8:ffff::10" }));
-    api.apply(slice("web6", [topo.podIPv6(0), topo.podIPv6(1)]));
-    // Malformed on purpose: an impossible ClusterIP, a port out of range.
-    api.apply(service("bad-ip", { ip: "198.19.0.300" }));
-    api.apply(service("bad-port", { ip: "198.19.0.99", port: 70000 }));
-
     const log = Deno.env.get("KNP_AGENT_LOG");
     const logFile = log ? await Deno.open(log, { create: true, append: true }) : undefined;
     const enc = new TextEncoder();
-    let agent = AgentProcess.start(agentArgs, {
+    const aut = startAgent({
+      objects: [
+        node(),
+        serviceCIDR(),
+        service("web", { ip: "198.19.0.10", nodePort: 30080 }),
+        slice("web", [A, B]),
+        service("dns", { ip: "198.19.0.53", port: 53, protocol: "UDP" }),
+        slice("dns", [A, B], "UDP"),
+        service("web6", { ip: "2001:db8:ffff::10" }),
+        slice("web6", [topo.podIPv6(0), topo.podIPv6(1)]),
+        // Malformed on purpose: an impossible ClusterIP, a port out of range.
+        service("bad-ip", { ip: "198.19.0.300" }),
+        service("bad-port", { ip: "198.19.0.99", port: 70000 }),
+      ],
+      minSyncPeriod: "200ms",
+      args: ["--sync-period=2s", "--v=2"],
       echo: (l) => logFile?.writeSync(enc.encode(`[${l.stream}] ${l.text}\n`)),
     });
+    const { api, healthz } = aut;
+    const metricsUrl = `${aut.metrics}/metrics`;
+    let agent = aut.agent;
     try {
-      await t.step("the agent starts and /healthz turns 200", async () => {
-        const st = await eventually("/healthz 200", async () => {
-          const exited = await Promise.race([agent.status, new Promise((r) => setTimeout(r, 10))]);
-          if (exited) return exited as Deno.CommandStatus;
-          return (await httpGet(`${healthz}/healthz`)).status === 200 ? "healthy" : undefined;
-        }, 30_000);
-        assert.equal(
-          st,
-          "healthy",
-          `the agent exited early: ${JSON.stringify(st)}\n${agent.tail()}`,
-        );
-      });
+      await t.step("the agent starts and /healthz turns 200", () => aut.healthy());
 
       await t.step("Services from the initial list are programmed (client and node)", async () => {
         await reaches("client", "tcp", "198.19.0.10", 80, ["a", "b"]);
@@ -457,13 +428,9 @@ Deno.test({
       });
 
       await t.step("a restarted agent adopts the tables and keeps serving", async () => {
-        agent = AgentProcess.start(agentArgs, {
-          echo: (l) => logFile?.writeSync(enc.encode(`[${l.stream}] ${l.text}\n`)),
-        });
+        agent = aut.start();
         await agent.waitForLine(/Adopting the existing kube-proxy tables/, 30_000);
-        await eventually("/healthz 200 after restart", async () => {
-          return (await httpGet(`${healthz}/healthz`)).status === 200 ? true : undefined;
-        }, 30_000);
+        await aut.healthy("/healthz 200 after restart");
         await reaches("client", "tcp", "198.19.0.30", 80, ["b"]);
         const st = await agent.stop("SIGTERM");
         assert.equal(st.code, 0, agent.tail());
@@ -482,10 +449,8 @@ Deno.test({
       console.error(`--- agent output (last lines) ---\n${agent.tail(80)}`);
       throw err;
     } finally {
-      await agent.stop("SIGTERM", 5000);
+      await aut.close();
       logFile?.close();
-      await api.close();
-      await Deno.remove(kubeconfig).catch(() => {});
     }
   },
 });

@@ -15,18 +15,11 @@ import assert from "node:assert/strict";
 import { FakeApiServer } from "../fakeapi/server.ts";
 import { startTlsFront } from "../../agent/testdata/tls_front.ts";
 import { CLIENT4 } from "../topology.ts";
-import {
-  agentArtefact,
-  AgentProcess,
-  eventually,
-  freePort,
-  httpGet,
-  NETNS_SAFE_FLAGS,
-} from "./fixtures/agent_process.ts";
+import { agentArtefact, AgentProcess, eventually } from "./fixtures/agent_process.ts";
+import { startAgent } from "./fixtures/agent_under_test.ts";
 import {
   attachTopology,
   node,
-  NODE_NAME,
   reaches,
   service,
   serviceCIDR,
@@ -74,30 +67,24 @@ Deno.test({
     const api = FakeApiServer.start({ bookmarkIntervalMs: 500 });
     const front = startTlsFront(api, { token: TOKEN });
     const kubeconfig = insecureKubeconfig(front.url);
-    const healthz = freePort();
-    api.apply(node());
-    api.apply(serviceCIDR());
-    api.apply(service("web", { ip: WEB, nodePort: 30080 }));
-    api.apply(slice("web", [A, B]));
-    api.apply(service("dns", { ip: DNS, port: 53, protocol: "UDP" }));
-    api.apply(slice("dns", [A, B], "UDP"));
-    const agent = AgentProcess.start([
-      `--kubeconfig=${kubeconfig}`,
-      `--hostname-override=${NODE_NAME}`,
-      "--cluster-cidr=198.18.1.0/24,2001:db8:1::/64",
-      "--min-sync-period=100ms",
-      `--healthz-bind-address=127.0.0.1:${healthz}`,
-      "--metrics-bind-address=127.0.0.1:0",
-      "--v=2",
-      ...NETNS_SAFE_FLAGS,
-    ]);
+    const aut = startAgent({
+      api,
+      kubeconfig,
+      objects: [
+        node(),
+        serviceCIDR(),
+        service("web", { ip: WEB, nodePort: 30080 }),
+        slice("web", [A, B]),
+        service("dns", { ip: DNS, port: 53, protocol: "UDP" }),
+        slice("dns", [A, B], "UDP"),
+      ],
+      args: ["--v=2"],
+    });
+    const { agent } = aut;
     try {
       await t.step("client-node carries the API connection (https, token)", async () => {
         await agent.waitForLine(/Loading @kubernetes\/client-node/, 30_000);
-        await eventually("/healthz 200", async () => {
-          const r = await httpGet(`http://127.0.0.1:${healthz}/healthz`);
-          return r.status === 200 ? true : undefined;
-        }, 30_000);
+        await aut.healthy();
         await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
         assert.ok(front.auth.length > 0, "nothing reached the https front");
         assert.ok(front.auth.every((a) => a === `Bearer ${TOKEN}`), "a request lacked the token");
@@ -149,6 +136,7 @@ Deno.test({
     } finally {
       await agent.stop("SIGKILL").catch(() => {});
       await AgentProcess.run(["--cleanup"]).catch(() => {});
+      await aut.close();
       await api.close();
       await front.close();
       await Deno.remove(kubeconfig).catch(() => {});

@@ -10,14 +10,8 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { FakeApiServer } from "../fakeapi/server.ts";
-import {
-  AgentProcess,
-  eventually,
-  freePort,
-  httpGet,
-  NETNS_SAFE_FLAGS,
-} from "./fixtures/agent_process.ts";
+import { AgentProcess, httpGet } from "./fixtures/agent_process.ts";
+import { startAgent } from "./fixtures/agent_under_test.ts";
 import {
   attachTopology,
   fails,
@@ -41,35 +35,14 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   fn: async (t) => {
-    const api = FakeApiServer.start({ bookmarkIntervalMs: 500 });
-    const kubeconfig = api.writeKubeconfig();
-    const healthz = freePort(), metrics = freePort();
     const web = service("web", { ip: WEB });
     (web.spec as Record<string, unknown>).externalIPs = [EXTERNAL];
-    api.apply(node());
-    api.apply(serviceCIDR());
-    api.apply(web);
-    api.apply(slice("web", [A, B]));
-    const start = (gates: string[]) =>
-      AgentProcess.start([
-        `--kubeconfig=${kubeconfig}`,
-        `--hostname-override=${NODE_NAME}`,
-        "--cluster-cidr=198.18.1.0/24,2001:db8:1::/64",
-        "--min-sync-period=100ms",
-        `--healthz-bind-address=127.0.0.1:${healthz}`,
-        `--metrics-bind-address=127.0.0.1:${metrics}`,
-        ...gates,
-        ...NETNS_SAFE_FLAGS,
-      ]);
-    const healthy = () =>
-      eventually("/healthz 200", async () => {
-        const r = await httpGet(`http://127.0.0.1:${healthz}/healthz`);
-        return r.status === 200 ? true : undefined;
-      }, 30_000);
-    const page = (path: string) => httpGet(`http://127.0.0.1:${metrics}${path}`);
-    let agent = start([]);
+    const aut = startAgent({ objects: [node(), serviceCIDR(), web, slice("web", [A, B])] });
+    const { api } = aut;
+    const page = (path: string) => httpGet(`${aut.metrics}${path}`);
+    let agent = aut.agent;
     try {
-      await healthy();
+      await aut.healthy();
 
       await t.step("default gates: the externalIP and the ClusterIP answer", async () => {
         await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
@@ -91,8 +64,8 @@ Deno.test({
 
       await t.step("restart with AllowServiceExternalIPs=false", async () => {
         assert.equal((await agent.stop()).code, 0, agent.tail());
-        agent = start(["--feature-gates=AllowServiceExternalIPs=false,ComponentStatusz=false"]);
-        await healthy();
+        agent = aut.start(["--feature-gates=AllowServiceExternalIPs=false,ComponentStatusz=false"]);
+        await aut.healthy();
         await fails(topo, EXTERNAL, 80);
         await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
         const table = await nftTable("ip");
@@ -127,8 +100,7 @@ Deno.test({
     } finally {
       await agent.stop("SIGKILL").catch(() => {});
       await AgentProcess.run(["--cleanup"]).catch(() => {});
-      await api.close();
-      await Deno.remove(kubeconfig).catch(() => {});
+      await aut.close();
     }
   },
 });

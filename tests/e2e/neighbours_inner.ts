@@ -13,16 +13,10 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { FakeApiServer } from "../fakeapi/server.ts";
 import { run } from "../netns.ts";
 import { CLIENT4 } from "../topology.ts";
-import {
-  AgentProcess,
-  eventually,
-  freePort,
-  httpGet,
-  NETNS_SAFE_FLAGS,
-} from "./fixtures/agent_process.ts";
+import { AgentProcess, eventually, httpGet } from "./fixtures/agent_process.ts";
+import { startAgent } from "./fixtures/agent_under_test.ts";
 import {
   addSetWithUdata,
   deleteTableRaw,
@@ -37,7 +31,6 @@ import {
   nftScript,
   nftTable,
   node,
-  NODE_NAME,
   reaches,
   service,
   serviceCIDR,
@@ -69,31 +62,25 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   fn: async (t) => {
-    const api = FakeApiServer.start({ bookmarkIntervalMs: 500 });
-    const kubeconfig = api.writeKubeconfig();
-    const metricsPort = freePort(), healthzPort = freePort();
-    const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
-    const args = [
-      `--kubeconfig=${kubeconfig}`,
-      `--hostname-override=${NODE_NAME}`,
-      "--cluster-cidr=198.18.1.0/24,2001:db8:1::/64",
-      "--min-sync-period=200ms",
-      "--sync-period=2s",
-      `--healthz-bind-address=127.0.0.1:${healthzPort}`,
-      `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-      "--v=2",
-      ...NETNS_SAFE_FLAGS,
-    ];
-    api.apply(node());
-    api.apply(serviceCIDR());
-    api.apply(service("web", { ip: WEB, nodePort: 30080 }));
-    api.apply(slice("web", [A, B]));
-    api.apply(service("dns", { ip: DNS, port: 53, protocol: "UDP" }));
-    api.apply(slice("dns", [A, B], "UDP"));
-    api.apply(service("sticky", { ip: STICKY, sticky: true }));
-    api.apply(slice("sticky", [A, B]));
-    api.apply(service("web6", { ip: "2001:db8:ffff::10" }));
-    api.apply(slice("web6", [topo.podIPv6(0), topo.podIPv6(1)]));
+    const aut = startAgent({
+      objects: [
+        node(),
+        serviceCIDR(),
+        service("web", { ip: WEB, nodePort: 30080 }),
+        slice("web", [A, B]),
+        service("dns", { ip: DNS, port: 53, protocol: "UDP" }),
+        slice("dns", [A, B], "UDP"),
+        service("sticky", { ip: STICKY, sticky: true }),
+        slice("sticky", [A, B]),
+        service("web6", { ip: "2001:db8:ffff::10" }),
+        slice("web6", [topo.podIPv6(0), topo.podIPv6(1)]),
+      ],
+      minSyncPeriod: "200ms",
+      args: ["--sync-period=2s", "--v=2"],
+      deferStart: true,
+    });
+    const { api } = aut;
+    const metricsUrl = `${aut.metrics}/metrics`;
 
     const repairs = async () =>
       metric(
@@ -132,14 +119,10 @@ Deno.test({
         stdin: "null",
       }).spawn()
       : undefined;
-    const agent = AgentProcess.start(args);
+    const agent = aut.start();
     try {
       await t.step("cold start with exotic neighbours: every Service answers", async () => {
-        await eventually("/healthz 200", async () => {
-          await alive(agent);
-          return (await httpGet(`http://127.0.0.1:${healthzPort}/healthz`)).status === 200 ||
-            undefined;
-        }, 30_000);
+        await aut.healthy();
         await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
         await reaches(topo, "udp", DNS, 53, ["a", "b"]);
         await reaches(topo, "tcp", STICKY, 80, "any");
@@ -304,13 +287,11 @@ Deno.test({
       console.error(`--- agent output (last lines) ---\n${agent.tail(60)}`);
       throw err;
     } finally {
-      await agent.stop("SIGTERM", 5000);
+      await aut.close();
       try {
         monitor?.kill("SIGTERM");
       } catch { /* gone */ }
       await monitor?.status;
-      await api.close();
-      await Deno.remove(kubeconfig).catch(() => {});
     }
   },
 });

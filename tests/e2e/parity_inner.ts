@@ -8,14 +8,9 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { FakeApiServer, type KObject } from "../fakeapi/server.ts";
-import {
-  AgentProcess,
-  eventually,
-  freePort,
-  httpGet,
-  NETNS_SAFE_FLAGS,
-} from "./fixtures/agent_process.ts";
+import type { KObject } from "../fakeapi/server.ts";
+import { AgentProcess, eventually, httpGet } from "./fixtures/agent_process.ts";
+import { startAgent } from "./fixtures/agent_under_test.ts";
 import { NODE4 } from "../topology.ts";
 import {
   attachTopology,
@@ -45,27 +40,12 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   fn: async (t) => {
-    const api = FakeApiServer.start({ bookmarkIntervalMs: 500 });
-    const kubeconfig = api.writeKubeconfig();
-    const healthz = freePort();
-    api.apply(node());
-    api.apply(serviceCIDR());
-    api.apply(service("web", { ip: WEB }));
-    api.apply(slice("web", [A, B]));
-    const agent = AgentProcess.start([
-      `--kubeconfig=${kubeconfig}`,
-      `--hostname-override=${NODE_NAME}`,
-      "--cluster-cidr=198.18.1.0/24,2001:db8:1::/64",
-      "--min-sync-period=100ms",
-      `--healthz-bind-address=127.0.0.1:${healthz}`,
-      "--metrics-bind-address=127.0.0.1:0",
-      ...NETNS_SAFE_FLAGS,
-    ]);
+    const aut = startAgent({
+      objects: [node(), serviceCIDR(), service("web", { ip: WEB }), slice("web", [A, B])],
+    });
+    const { api, agent } = aut;
     try {
-      await eventually("/healthz 200", async () => {
-        const r = await httpGet(`http://127.0.0.1:${healthz}/healthz`);
-        return r.status === 200 ? true : undefined;
-      }, 30_000);
+      await aut.healthy();
       await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
 
       await t.step("an unset serving condition is true (endpointslicecache.go)", async () => {
@@ -121,8 +101,7 @@ Deno.test({
     } finally {
       await agent.stop("SIGKILL").catch(() => {});
       await AgentProcess.run(["--cleanup"]).catch(() => {});
-      await api.close();
-      await Deno.remove(kubeconfig).catch(() => {});
+      await aut.close();
     }
   },
 });
