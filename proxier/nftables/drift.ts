@@ -9,14 +9,14 @@
  * (a rule added to or removed from one of ours), sets and maps missing or
  * foreign, and the elements of the listed maps and sets (dispatch maps,
  * cluster-ips, hairpin while it is listed). Not covered: endpoint bucket maps
- * (never listed, see plan_full.ts) and a rule replaced by one of the same count.
+ * (never listed, see plan/kernel_view.ts) and a rule replaced by one of the same count.
  *
  * @module
  */
 import { decodeFrontend } from "./frontend.ts";
 import { N } from "./names.ts";
-import { digestRules } from "./plan_common.ts";
-import { type KernelView, LISTED_MAPS } from "./plan_full.ts";
+import { digestRules } from "./plan/common.ts";
+import { type KernelView, LISTED_MAPS } from "./plan/kernel_view.ts";
 import { UNKNOWN, type WrittenState } from "./written_state.ts";
 
 /** The differences found, and a few of them in words. */

@@ -3,7 +3,7 @@ import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import { Transaction } from "../../ffi/nftables/types.ts";
 import type { ProxyState } from "../model.ts";
 import { noStale } from "../../tests/bench/synthetic.ts";
-import { chainDigest, digestRules } from "./plan_common.ts";
+import { chainDigest, digestRules } from "./plan/common.ts";
 import { Proxier, type SyncResult } from "./proxier.ts";
 import { CFG, ep, state, svc } from "./testing.ts";
 

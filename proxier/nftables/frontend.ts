@@ -10,6 +10,7 @@
 import type { Element } from "../../ffi/nftables/types.ts";
 import { classChainName, endpointsMapName, type L4, N } from "./names.ts";
 import type { FrontendSpec } from "./service_rules.ts";
+import type { ElementSink } from "./tx_builder.ts";
 
 /** The elements of one frontend, as written. */
 export interface FrontendElements {
@@ -122,12 +123,6 @@ export function renderFrontend(f: FrontendSpec, gen: number, written?: string): 
 /** The protocol of a frontend key (`a . tcp . 80`, or `tcp . 30080` for NodePorts). */
 export function frontendProto(key: string, nodePort: boolean): L4 {
   return key.split(" . ")[nodePort ? 0 : 1] as L4;
-}
-
-/** Receives element operations in the order they must run. */
-export interface ElementSink {
-  del(e: Element): void;
-  add(e: Element): void;
 }
 
 function mapElement(map: string, key: string[], value?: string, comment?: string): Element {

@@ -11,22 +11,18 @@
  *
  * @module
  */
-import {
-  type Element,
-  type NftablesClient,
-  NftablesError,
-  Transaction,
-} from "../../ffi/nftables/types.ts";
+import { type NftablesClient, NftablesError, Transaction } from "../../ffi/nftables/types.ts";
 import { mallocTrim } from "../../ffi/malloc_trim.ts";
 import type { ProxierConfig, ProxyState, StaleReport } from "../model.ts";
 import { type BuildContext, buildContext, contextKey } from "./context.ts";
-import { type KernelView, LISTED_MAPS, LISTED_SETS, planFull } from "./plan_full.ts";
+import type { Plan } from "./plan/common.ts";
+import { planFull } from "./plan/full.ts";
+import { readKernelView } from "./plan/kernel_view.ts";
+import { planPartial } from "./plan/partial.ts";
 import { type Drift, kernelDrift } from "./drift.ts";
 import type { LogFn } from "../../net/log.ts";
-import { type Plan, planPartial } from "./plan_partial.ts";
 import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
 import { nextStaleDeadline, planStaleDeletion } from "./stale.ts";
-import { N } from "./names.ts";
 import { type Delta, newDelta, WrittenState } from "./written_state.ts";
 
 /** Settings of a {@link Proxier}. */
@@ -225,7 +221,8 @@ export class Proxier {
           !this.written.empty;
         const services = await this.buildAll(input, ctx, canYield);
         if (services === undefined) return this.preempt(input, t0, ops, txs);
-        const view = await this.kernelView();
+        const listHairpin = this.written.hairpin.size <= this.verifySetLimit;
+        const view = await readKernelView(this.client, listHairpin);
         if (canYield && this.shouldYield!()) return this.preempt(input, t0, ops, txs);
         // Kernel against what was written; meaningless when the written state is not trusted.
         if (!this.written.empty && !this.regenerate) drift = kernelDrift(this.written, view);
@@ -424,34 +421,5 @@ export class Proxier {
       }
       return { ops: 0, chains: 0 };
     }
-  }
-
-  /**
-   * Chain and set names (with rule counts when the client can count them)
-   * and the dispatch maps' elements, read from the kernel.
-   */
-  private async kernelView(): Promise<KernelView> {
-    const elements = new Map<string, Element[]>();
-    const chains = await this.client.listChains();
-    const view: KernelView = { tableExists: chains.length > 0, chains, sets: [], elements };
-    if (!view.tableExists) return view;
-    if (this.client.ruleCounts !== undefined) {
-      // Every chain gets a count: a flushed chain is a difference too.
-      const counts = await this.client.ruleCounts();
-      view.ruleCounts = new Map(chains.map((c) => [c, counts.get(c) ?? 0]));
-    }
-    const sets = await this.client.listSets();
-    view.sets = sets.map((s) => s.name);
-    for (const s of sets) {
-      const listed = s.kind === "map"
-        ? LISTED_MAPS.some(([m]) => m === s.name)
-        : LISTED_SETS.includes(s.name);
-      // The hairpin set holds one element per local endpoint: list it only while small.
-      if (!listed || (s.name === N.hairpin && this.written.hairpin.size > this.verifySetLimit)) {
-        continue;
-      }
-      elements.set(s.name, await this.client.listElements(s.kind, s.name));
-    }
-    return view;
   }
 }

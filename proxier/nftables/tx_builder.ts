@@ -21,8 +21,13 @@ import {
   type Set as NftSet,
   Transaction,
 } from "../../ffi/nftables/types.ts";
-import type { ElementSink } from "./frontend.ts";
 import { TABLE_COMMENT } from "./names.ts";
+
+/** Receives element operations in the order they must run (frontend.ts `diffFrontend`). */
+export interface ElementSink {
+  del(e: Element): void;
+  add(e: Element): void;
+}
 
 /** The operations of one service port (or of the shared part of a plan). */
 export class Unit implements ElementSink {

@@ -134,14 +134,6 @@ export class WrittenState implements Fields {
     return this.gen === undefined;
   }
 
-  /** Forgets everything: the next full sync adopts whatever the kernel has. */
-  clear(): void {
-    for (const f of FIELDS) this[f].clear();
-    this.gen = undefined;
-    this.contextKey = undefined;
-    this.skeleton = undefined;
-  }
-
   /** Applies a plan's delta after the kernel accepted it. The only way this state changes. */
   commit(d: Delta): void {
     // A plan hands out its delta as its generator's return value: none means it was not drained.

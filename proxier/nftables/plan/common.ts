@@ -1,17 +1,39 @@
 /**
- * Pieces both planners share: service records, chain digests, claim
- * bookkeeping for frontends several service ports want, and the element
- * changes of shared sets.
+ * Pieces both planners share: the {@link Plan} they return, service
+ * records, chain digests, claim bookkeeping for frontends several service
+ * ports want, class chains, and the element changes of shared sets.
  *
  * @module
  */
-import { sameKeys, sameStrings } from "../../net/arrays.ts";
-import type { Set as NftSet } from "../../ffi/nftables/types.ts";
-import { N } from "./names.ts";
-import type { ServiceRules } from "./service_rules.ts";
-import type { ChainSpec } from "./skeleton.ts";
-import type { Unit } from "./tx_builder.ts";
-import { type Draft, type FrontendRecord, type ServiceRecord, UNKNOWN } from "./written_state.ts";
+import { sameKeys, sameStrings } from "../../../net/arrays.ts";
+import type { Set as NftSet, Transaction } from "../../../ffi/nftables/types.ts";
+import type { BuildContext } from "../context.ts";
+import { N, parseClassChain } from "../names.ts";
+import type { ServiceRules } from "../service_rules.ts";
+import { type ChainSpec, classChain } from "../skeleton.ts";
+import type { TxBuilder, Unit } from "../tx_builder.ts";
+import {
+  type Delta,
+  type Draft,
+  type FrontendRecord,
+  type ServiceRecord,
+  UNKNOWN,
+} from "../written_state.ts";
+
+/**
+ * A planned sync: a generator of the transactions to run in order, whose
+ * return value is the delta to commit. A full sync's transactions are built
+ * as they are taken (only one is held at a time) and keep writing to the
+ * delta, so it is handed out only once the last one was taken: a caller
+ * cannot commit half a plan. (A `for...of` drops the return value.)
+ */
+export type Plan = Generator<Transaction, Delta, undefined>;
+
+/** A plan of transactions already built, returning `delta`. */
+export function* builtPlan(txs: Iterable<Transaction>, delta: Delta): Plan {
+  yield* txs;
+  return delta;
+}
 
 const NONE: readonly string[] = [];
 
@@ -122,4 +144,34 @@ export function clusterIPElement(ip: string, comment: string) {
 /** Element of `hairpin` (endpoint . endpoint). */
 export function hairpinElement(ip: string) {
   return { kind: "element" as const, set: N.hairpin, key: [ip, ip] };
+}
+
+/**
+ * Class chains follow their reference counts: one that gained users is
+ * written (or kept from going stale), one that lost them goes stale.
+ */
+export function settleClasses(
+  d: Draft,
+  ctx: BuildContext,
+  gen: number,
+  now: number,
+  tb: TxBuilder,
+): void {
+  const names = new Set([...d.keys("classes"), ...d.base.classes.keys()]);
+  for (const name of names) {
+    const used = d.has("classes", name);
+    const c = parseClassChain(name)!;
+    if (used) {
+      if (c.gen !== gen) throw new Error(`class chain ${name} is not of generation ${gen}`);
+      const spec = classChain(ctx, c.kind, c.proto, c.n, gen);
+      if (d.get("chains", name) === chainDigest(spec)) {
+        if (d.has("staleChains", name)) d.set("staleChains", name, null);
+      } else {
+        ensureChain(d, spec, tb.head);
+      }
+    } else if (d.has("chains", name) && !d.has("staleChains", name)) {
+      // Unreferenced once this transaction commits; deleted later (stale.ts).
+      d.set("staleChains", name, now);
+    }
+  }
 }

@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
-import type { Transaction } from "../../ffi/nftables/types.ts";
-import { contextKey } from "./context.ts";
-import { type KernelView, planFull } from "./plan_full.ts";
-import type { Plan } from "./plan_partial.ts";
-import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
-import { ctx4, ep, svc } from "./testing.ts";
-import { type Delta, WrittenState } from "./written_state.ts";
+import type { Transaction } from "../../../ffi/nftables/types.ts";
+import { contextKey } from "../context.ts";
+import { buildServiceRules, type ServiceRules } from "../service_rules.ts";
+import { ctx4, ep, svc } from "../testing.ts";
+import { type Delta, WrittenState } from "../written_state.ts";
+import type { Plan } from "./common.ts";
+import { planFull } from "./full.ts";
+import type { KernelView } from "./kernel_view.ts";
 
 const COLD: KernelView = { tableExists: false, chains: [], sets: [], elements: new Map() };
 

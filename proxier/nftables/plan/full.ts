@@ -16,8 +16,8 @@
  *
  * @module
  */
-import type { Element } from "../../ffi/nftables/types.ts";
-import type { BuildContext } from "./context.ts";
+import type { Element } from "../../../ffi/nftables/types.ts";
+import type { BuildContext } from "../context.ts";
 import {
   decodeFrontend,
   diffFrontend,
@@ -25,8 +25,8 @@ import {
   frontendClassChain,
   renderFrontend,
   withBucketsOf,
-} from "./frontend.ts";
-import { N, parseClassChain } from "./names.ts";
+} from "../frontend.ts";
+import { N, parseClassChain } from "../names.ts";
 import {
   claimMatches,
   claimRecord,
@@ -34,29 +34,18 @@ import {
   digestRules,
   ensureChain,
   hairpinElement,
+  type Plan,
   recordMatches,
   retireChain,
   serviceRecord,
   setDigest,
-} from "./plan_common.ts";
-import { type Plan, settleClasses } from "./plan_partial.ts";
-import type { ServiceRules } from "./service_rules.ts";
-import { buildSkeleton, endpointMaps } from "./skeleton.ts";
-import { TxBuilder } from "./tx_builder.ts";
-import { Draft, UNKNOWN, type WrittenState } from "./written_state.ts";
-
-/** What a cheap look at the kernel found. */
-export interface KernelView {
-  tableExists: boolean;
-  /** Every chain of the table. */
-  chains: readonly string[];
-  /** Every set and map of the table, by name. */
-  sets: readonly string[];
-  /** Elements of the listed sets and maps, by name (a missing name was not listed). */
-  elements: ReadonlyMap<string, readonly Element[]>;
-  /** Rules per chain, when the listing had them: a count unlike ours means a foreign rule. */
-  ruleCounts?: ReadonlyMap<string, number>;
-}
+  settleClasses,
+} from "./common.ts";
+import { type KernelView, LISTED_MAPS } from "./kernel_view.ts";
+import type { ServiceRules } from "../service_rules.ts";
+import { buildSkeleton, endpointMaps } from "../skeleton.ts";
+import { TxBuilder } from "../tx_builder.ts";
+import { Draft, UNKNOWN, type WrittenState } from "../written_state.ts";
 
 /** Inputs of {@link planFull}. */
 export interface FullInput {
@@ -72,18 +61,6 @@ export interface FullInput {
   /** With a cold start or a regeneration: about this many operations per transaction (0 = one). */
   maxOps?: number;
 }
-
-/** The maps a full sync lists, and whether they hold NodePort frontends. */
-export const LISTED_MAPS: readonly [string, boolean][] = [
-  [N.serviceIPs, false],
-  [N.serviceNodePorts, true],
-  [N.noEndpointServices, false],
-  [N.noEndpointNodePorts, true],
-  [N.firewallIPs, false],
-];
-
-/** Sets a full sync lists (hairpin only while small; see the proxier). */
-export const LISTED_SETS: readonly string[] = [N.clusterIPs, N.nodePortIPs, N.hairpin];
 
 /** Generations whose class chains exist among `chains`. */
 export function generationsIn(chains: Iterable<string>): Set<number> {

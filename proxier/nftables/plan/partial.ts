@@ -11,40 +11,25 @@
  *
  * @module
  */
-import type { Transaction } from "../../ffi/nftables/types.ts";
-import type { BuildContext } from "./context.ts";
-import { decodeFrontend, diffFrontend, encodeFrontend, renderFrontend } from "./frontend.ts";
-import { parseClassChain } from "./names.ts";
+import type { BuildContext } from "../context.ts";
+import { decodeFrontend, diffFrontend, encodeFrontend, renderFrontend } from "../frontend.ts";
+import { parseClassChain } from "../names.ts";
 import {
-  chainDigest,
+  builtPlan,
   claimers,
   claimRecord,
   clusterIPElement,
   ensureChain,
   hairpinElement,
+  type Plan,
   retireChain,
   serviceRecord,
   setDigest,
-} from "./plan_common.ts";
-import { elementComment, type FrontendSpec, type ServiceRules } from "./service_rules.ts";
-import { classChain } from "./skeleton.ts";
-import { TxBuilder } from "./tx_builder.ts";
-import { type Delta, Draft, type WrittenState } from "./written_state.ts";
-
-/**
- * A planned sync: a generator of the transactions to run in order, whose
- * return value is the delta to commit. A full sync's transactions are built
- * as they are taken (only one is held at a time) and keep writing to the
- * delta, so it is handed out only once the last one was taken: a caller
- * cannot commit half a plan. (A `for...of` drops the return value.)
- */
-export type Plan = Generator<Transaction, Delta, undefined>;
-
-/** A plan of transactions already built, returning `delta`. */
-export function* builtPlan(txs: Iterable<Transaction>, delta: Delta): Plan {
-  yield* txs;
-  return delta;
-}
+  settleClasses,
+} from "./common.ts";
+import { elementComment, type FrontendSpec, type ServiceRules } from "../service_rules.ts";
+import { TxBuilder } from "../tx_builder.ts";
+import { Draft, type WrittenState } from "../written_state.ts";
 
 /** Inputs of {@link planPartial}. */
 export interface PartialInput {
@@ -175,34 +160,4 @@ export function planPartial(written: WrittenState, input: PartialInput): Plan {
   }
   settleClasses(d, ctx, gen, now, tb);
   return builtPlan(tb.finish(), d.delta);
-}
-
-/**
- * Class chains follow their reference counts: one that gained users is
- * written (or kept from going stale), one that lost them goes stale.
- */
-export function settleClasses(
-  d: Draft,
-  ctx: BuildContext,
-  gen: number,
-  now: number,
-  tb: TxBuilder,
-): void {
-  const names = new Set([...d.keys("classes"), ...d.base.classes.keys()]);
-  for (const name of names) {
-    const used = d.has("classes", name);
-    const c = parseClassChain(name)!;
-    if (used) {
-      if (c.gen !== gen) throw new Error(`class chain ${name} is not of generation ${gen}`);
-      const spec = classChain(ctx, c.kind, c.proto, c.n, gen);
-      if (d.get("chains", name) === chainDigest(spec)) {
-        if (d.has("staleChains", name)) d.set("staleChains", name, null);
-      } else {
-        ensureChain(d, spec, tb.head);
-      }
-    } else if (d.has("chains", name) && !d.has("staleChains", name)) {
-      // Unreferenced once this transaction commits; deleted later (stale.ts).
-      d.set("staleChains", name, now);
-    }
-  }
 }
