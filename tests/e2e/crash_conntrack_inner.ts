@@ -13,21 +13,14 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { FakeApiServer } from "../fakeapi/server.ts";
 import { denoBin, repoRoot, run } from "../netns.ts";
 import { Prober } from "../bench/agent/net.ts";
 import { startPinger as startUdpPinger } from "./fixtures/udp_pinger_client.ts";
-import {
-  AgentProcess,
-  eventually,
-  freePort,
-  httpGet,
-  NETNS_SAFE_FLAGS,
-} from "./fixtures/agent_process.ts";
+import { type AgentProcess, eventually } from "./fixtures/agent_process.ts";
+import { startAgent } from "./fixtures/agent_under_test.ts";
 import {
   attachTopology,
   node,
-  NODE_NAME,
   reaches,
   service,
   serviceCIDR,
@@ -83,25 +76,21 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   fn: async (t) => {
-    const api = FakeApiServer.start({ bookmarkIntervalMs: 1000 });
-    const kubeconfig = api.writeKubeconfig();
-    const healthz = freePort();
-    const args = [
-      `--kubeconfig=${kubeconfig}`,
-      `--hostname-override=${NODE_NAME}`,
-      "--cluster-cidr=198.18.1.0/24,2001:db8:1::/64",
-      "--min-sync-period=200ms",
-      `--healthz-bind-address=127.0.0.1:${healthz}`,
-      `--metrics-bind-address=127.0.0.1:${freePort()}`,
-      "--v=4",
-      ...NETNS_SAFE_FLAGS,
-    ];
-    api.apply(node());
-    api.apply(serviceCIDR());
-    api.apply(service("web", { ip: WEB }));
-    api.apply(slice("web", [A, B]));
-    api.apply(service("dns", { ip: DNS, port: 53, protocol: "UDP" }));
-    api.apply(slice("dns", [A], "UDP"));
+    const aut = startAgent({
+      objects: [
+        node(),
+        serviceCIDR(),
+        service("web", { ip: WEB }),
+        slice("web", [A, B]),
+        service("dns", { ip: DNS, port: 53, protocol: "UDP" }),
+        slice("dns", [A], "UDP"),
+      ],
+      bookmarkIntervalMs: 1000,
+      minSyncPeriod: "200ms",
+      args: ["--v=4"],
+      deferStart: true,
+    });
+    const { api } = aut;
 
     const proberChild = new Deno.Command("ip", {
       args: [
@@ -120,7 +109,7 @@ Deno.test({
     const prober = new Prober(proberChild);
     const pinger = startPinger(40000);
     let agent: AgentProcess | undefined;
-    const start = () => (agent = AgentProcess.start(args));
+    const start = () => (agent = aut.start());
     const kill = async () => {
       const st = await agent!.stop("SIGKILL");
       assert.equal(st.signal, "SIGKILL", JSON.stringify(st));
@@ -131,10 +120,7 @@ Deno.test({
     try {
       await step("an agent programs the Services; a client's UDP flow goes to a", async () => {
         start();
-        await eventually("/healthz 200", async () => {
-          return (await httpGet(`http://127.0.0.1:${healthz}/healthz`)).status === 200 ||
-            undefined;
-        }, 30_000);
+        await aut.healthy();
         await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
         await eventually(
           "the pinger answered by a",
@@ -199,12 +185,10 @@ Deno.test({
       console.error(`--- agent output (last lines) ---\n${agent?.tail(40)}`);
       throw err;
     } finally {
-      await agent?.stop("SIGTERM", 5000);
+      await aut.close();
       await pinger.stop();
       await prober.close();
-      await api.close();
       await run(["conntrack", "-F"], { check: false });
-      await Deno.remove(kubeconfig).catch(() => {});
     }
   },
 });

@@ -15,7 +15,6 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { FakeApiServer } from "../fakeapi/server.ts";
 import { run } from "../netns.ts";
 import {
   clusterIP,
@@ -30,7 +29,8 @@ import {
   TARGET_PORT,
 } from "../bench/agent/cluster.ts";
 import { BenchNet } from "../bench/agent/net.ts";
-import { AgentProcess, freePort, NETNS_SAFE_FLAGS } from "./fixtures/agent_process.ts";
+import { AgentProcess } from "./fixtures/agent_process.ts";
+import { startAgent } from "./fixtures/agent_under_test.ts";
 import { programmedFrontends } from "./fixtures/programmed_frontends.ts";
 
 if (Deno.env.get("KNP_IN_TEST_NETNS") !== "1") {
@@ -119,27 +119,24 @@ Deno.test({
   sanitizeResources: false,
   fn: async (t) => {
     const net = await BenchNet.create();
-    const api = FakeApiServer.start({ bookmarkIntervalMs: 1000 });
-    api.apply(node());
-    api.apply(serviceCIDR());
-    for (let i = 0; i < N; i++) {
-      api.apply(service(i));
-      api.apply(slice(i, initialEndpoints(i, E)));
-    }
-    const kubeconfig = api.writeKubeconfig();
-    const args = [
-      `--kubeconfig=${kubeconfig}`,
-      `--hostname-override=${NODE_NAME}`,
-      "--cluster-cidr=198.18.1.0/24",
-      "--min-sync-period=200ms",
-      `--healthz-bind-address=127.0.0.1:${freePort()}`,
-      `--metrics-bind-address=127.0.0.1:${freePort()}`,
-      "--v=2",
-      ...NETNS_SAFE_FLAGS,
-    ];
+    const aut = startAgent({
+      objects: [
+        node(),
+        serviceCIDR(),
+        ...Array.from({ length: N }, (_, i) => [service(i), slice(i, initialEndpoints(i, E))])
+          .flat(),
+      ],
+      bookmarkIntervalMs: 1000,
+      nodeName: NODE_NAME,
+      clusterCIDR: "198.18.1.0/24",
+      minSyncPeriod: "200ms",
+      args: ["--v=2"],
+      deferStart: true,
+    });
+    const { api } = aut;
     const initial = expected(() => [0]);
     let agent: AgentProcess | undefined;
-    const start = () => (agent = AgentProcess.start(args));
+    const start = () => (agent = aut.start());
     const kill = async () => {
       const st = await agent!.stop("SIGKILL");
       assert.equal(st.signal, "SIGKILL", `the agent was not killed: ${JSON.stringify(st)}`);
@@ -304,11 +301,9 @@ Deno.test({
       console.error(`--- agent output (last lines) ---\n${agent?.tail(40)}`);
       throw err;
     } finally {
-      await agent?.stop("SIGTERM", 5000);
+      await aut.close();
       await deleteTable();
-      await api.close();
       await net.close();
-      await Deno.remove(kubeconfig).catch(() => {});
     }
   },
 });
