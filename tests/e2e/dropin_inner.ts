@@ -12,60 +12,18 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { FakeApiServer, type KObject } from "../fakeapi/server.ts";
+import { FakeApiServer } from "../fakeapi/server.ts";
 import { run } from "../netns.ts";
-import { NODE4, NODE6 } from "../topology.ts";
+import { NODE4 } from "../topology.ts";
 import { AgentProcess, eventually, httpGet, NETNS_SAFE_FLAGS } from "./fixtures/agent_process.ts";
-import { attachTopology } from "./fixtures/inner_steps.ts";
+import { waitHealthy } from "./fixtures/agent_under_test.ts";
+import { attachTopology, node, NODE_NAME, service, slice } from "./fixtures/inner_steps.ts";
 import { addonArgs, fixturePath, kubeadmArgs } from "../../agent/testdata/manifests.ts";
 
-const NODE_NAME = "knp-dropin-node";
 const HEALTHZ = "http://127.0.0.1:10256", METRICS = "http://127.0.0.1:10249";
 
 const topo = attachTopology("tests/e2e/dropin_test.ts");
 const A = topo.podIPv4(0), B = topo.podIPv4(1);
-
-function node(name: string): KObject {
-  return {
-    kind: "Node",
-    metadata: { name, labels: { "kubernetes.io/hostname": name } },
-    spec: { podCIDRs: ["198.18.1.0/24", "2001:db8:1::/64"] },
-    status: {
-      addresses: [{ type: "InternalIP", address: NODE4 }, { type: "InternalIP", address: NODE6 }],
-    },
-  };
-}
-
-function service(name: string, ip: string): KObject {
-  return {
-    kind: "Service",
-    metadata: { name, namespace: "default" },
-    spec: {
-      type: "ClusterIP",
-      clusterIP: ip,
-      clusterIPs: [ip],
-      ports: [{ name: "p", protocol: "TCP", port: 80, targetPort: 8080 }],
-    },
-  };
-}
-
-function slice(svc: string, ips: string[]): KObject {
-  return {
-    kind: "EndpointSlice",
-    metadata: {
-      name: `${svc}-s1`,
-      namespace: "default",
-      labels: { "kubernetes.io/service-name": svc },
-    },
-    addressType: "IPv4",
-    ports: [{ name: "p", protocol: "TCP", port: 8080 }],
-    endpoints: ips.map((ip) => ({
-      addresses: [ip],
-      conditions: { ready: true },
-      nodeName: NODE_NAME,
-    })),
-  };
-}
 
 /** A kubeadm fixture with the test's kubeconfig, pod CIDR and conntrack sizing. */
 function forTest(fixture: string, kubeconfig: string): string {
@@ -148,15 +106,6 @@ class Prober {
   }
 }
 
-async function healthy(url = `${HEALTHZ}/healthz`, agent?: AgentProcess): Promise<void> {
-  await eventually(`${url} 200`, async () => {
-    if (agent && await Promise.race([agent.status, new Promise((r) => setTimeout(r, 10))])) {
-      throw new Error(`the agent exited early\n${agent.tail()}`);
-    }
-    return (await httpGet(url)).status === 200 ? true : undefined;
-  }, 30_000);
-}
-
 Deno.test({
   name: "drop-in: kubeadm's and the addon's command lines, v1alpha1 and v1alpha2, config edits",
   sanitizeOps: false,
@@ -166,7 +115,7 @@ Deno.test({
     const kubeconfig = api.writeKubeconfig();
     const mount = new ConfigMapMount(Deno.makeTempDirSync({ prefix: "knp-kube-proxy-cm-" }));
     api.apply(node(NODE_NAME));
-    api.apply(service("web", "198.19.0.10"));
+    api.apply(service("web", { ip: "198.19.0.10" }));
     api.apply(slice("web", [A, B]));
 
     const log = Deno.env.get("KNP_AGENT_LOG");
@@ -181,7 +130,7 @@ Deno.test({
     let agent = start(kubeadm);
     try {
       await t.step("kubeadm's DaemonSet command and v1alpha1 config.conf: it serves", async () => {
-        await healthy(`${HEALTHZ}/healthz`, agent);
+        await waitHealthy(agent, HEALTHZ);
         await reaches("198.19.0.10", ["a", "b"]);
       });
 
@@ -239,7 +188,7 @@ Deno.test({
           await new Promise((r) => setTimeout(r, 1000));
           agent = start(kubeadm);
           await agent.waitForLine(/Adopting the existing kube-proxy tables/, 30_000);
-          await healthy(`${HEALTHZ}/healthz`, agent);
+          await waitHealthy(agent, HEALTHZ);
           await new Promise((r) => setTimeout(r, 500));
           await prober.stop();
           assert.ok(prober.attempts > 20, `only ${prober.attempts} probes`);
@@ -252,7 +201,7 @@ Deno.test({
           assert.equal((await httpGet(`http://${NODE4}:10256/healthz`)).status, 200);
           assert.equal((await httpGet("http://[::1]:10249/proxyMode")).body, "nftables");
           assert.equal((await httpGet(`http://${NODE4}:10249/proxyMode`)).status, 0, "not exposed");
-          api.apply(service("after", "198.19.0.20"));
+          api.apply(service("after", { ip: "198.19.0.20" }));
           api.apply(slice("after", [A]));
           await reaches("198.19.0.20", ["a"]);
           const stop = await agent.stop("SIGTERM");
@@ -266,7 +215,7 @@ Deno.test({
           // The addon passes no --hostname-override: on its nodes the host name is the Node's name.
           api.apply(node(Deno.hostname().trim().toLowerCase()));
           agent = start(addonArgs([`--kubeconfig=${kubeconfig}`, ...NETNS_SAFE_FLAGS]));
-          await healthy(`${HEALTHZ}/healthz`, agent);
+          await waitHealthy(agent, HEALTHZ);
           await agent.waitForLine(
             (l) =>
               l.stream === "stderr" &&
