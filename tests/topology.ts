@@ -342,33 +342,9 @@ export class Topology {
     return server;
   }
 
-  /**
-   * Makes `count` separate TCP connections (or UDP exchanges from fresh sockets) from `from` to
-   * host:port and returns what each got. `timeoutMs` bounds each attempt (default 3000).
-   */
-  async request(
-    from: NsHandle,
-    proto: "tcp" | "udp",
-    host: string,
-    port: number,
-    count: number,
-    timeoutMs = 3000,
-  ): Promise<ProbeResult[]> {
-    const r = await from.exec([
-      denoBin,
-      "run",
-      "-A",
-      `${FIX}/dataplane_client.ts`,
-      proto,
-      host,
-      String(port),
-      String(count),
-      String(timeoutMs),
-    ], { check: false });
-    if (r.code !== 0) {
-      throw new Error(`request ${proto} ${host}:${port} failed (exit ${r.code}): ${r.stderr}`);
-    }
-    return JSON.parse(r.stdout) as ProbeResult[];
+  /** {@link request}, as a method for the drivers that hold a topology. */
+  request(...args: Parameters<typeof request>): Promise<ProbeResult[]> {
+    return request(...args);
   }
 
   /** Stops the echo servers and, when it made them, deletes every namespace (idempotent). */
@@ -388,6 +364,35 @@ export class Topology {
       );
     }
   }
+}
+
+/**
+ * Makes `count` separate TCP connections (or UDP exchanges from fresh sockets) from `from` to
+ * host:port and returns what each got. `timeoutMs` bounds each attempt (default 3000).
+ */
+export async function request(
+  from: NsHandle,
+  proto: "tcp" | "udp",
+  host: string,
+  port: number,
+  count: number,
+  timeoutMs = 3000,
+): Promise<ProbeResult[]> {
+  const r = await from.exec([
+    denoBin,
+    "run",
+    "-A",
+    `${FIX}/dataplane_client.ts`,
+    proto,
+    host,
+    String(port),
+    String(count),
+    String(timeoutMs),
+  ], { check: false });
+  if (r.code !== 0) {
+    throw new Error(`request ${proto} ${host}:${port} failed (exit ${r.code}): ${r.stderr}`);
+  }
+  return JSON.parse(r.stdout) as ProbeResult[];
 }
 
 /** Splits successful probe replies into [label, peer address] pairs; throws on any error. */

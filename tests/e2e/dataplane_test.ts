@@ -25,6 +25,7 @@ import { endpoint, servicePort } from "../../proxier/model_testing.ts";
 import { parseTableListing } from "../../ffi/nftables/list_parser.ts";
 import { GOLDEN } from "../golden_clusters.ts";
 import { programFake } from "../programmed.ts";
+import { replies, request } from "../topology.ts";
 import { type Packet, trace } from "../../proxier/nftables/trace/tracer.ts";
 import { tableReader } from "../../proxier/nftables/trace/reader.ts";
 
@@ -96,39 +97,6 @@ function stateJSON(family: IpFamily): string {
     nodePortAddresses: ["primary"],
   };
   return JSON.stringify({ state, config });
-}
-
-type Result = { reply: string } | { error: string; ms: number };
-
-async function probe(
-  from: Netns,
-  proto: "tcp" | "udp",
-  host: string,
-  port: number,
-  count: number,
-  timeoutMs = 3000,
-): Promise<Result[]> {
-  const r = await from.exec([
-    denoBin,
-    "run",
-    "-A",
-    `${FIX}/dataplane_client.ts`,
-    proto,
-    host,
-    String(port),
-    String(count),
-    String(timeoutMs),
-  ]);
-  return JSON.parse(r.stdout);
-}
-
-/** Replies as [endpoint label, source address the endpoint saw]. */
-function replies(rs: Result[]): [string, string][] {
-  return rs.map((r) => {
-    if (!("reply" in r)) throw new Error(`expected replies, got ${JSON.stringify(rs)}`);
-    const [label, peer] = r.reply.split(" ");
-    return [label, peer];
-  });
 }
 
 async function firstLine(p: Deno.ChildProcess): Promise<string> {
@@ -233,7 +201,7 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
       await program(node);
 
       await t.step("ClusterIP TCP balances across endpoints", async () => {
-        const rs = replies(await probe(pod3, "tcp", "198.19.0.10", 80, 24));
+        const rs = replies(await request(pod3, "tcp", "198.19.0.10", 80, 24));
         assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
         // Pod-to-service traffic is not masqueraded.
         for (const [, peer] of rs) assert.equal(peer, POD4[2]);
@@ -243,20 +211,20 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
       });
 
       await t.step("ClusterIP from an off-cluster client is masqueraded", async () => {
-        const rs = replies(await probe(client, "tcp", "198.19.0.10", 80, 4));
+        const rs = replies(await request(client, "tcp", "198.19.0.10", 80, 4));
         for (const [, peer] of rs) assert.equal(peer, NODE4);
         assert.equal((await traced(node, CLIENT4, "198.19.0.10:80/tcp")).masquerade, true);
       });
 
       await t.step("ClusterIP UDP balances across endpoints", async () => {
-        const rs = replies(await probe(pod3, "udp", "198.19.0.11", 53, 24));
+        const rs = replies(await request(pod3, "udp", "198.19.0.11", 53, 24));
         assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
         const tr = await traced(node, POD4[2], "198.19.0.11:53/udp", "vp3");
         assert.deepEqual(tr.endpoints, new Set(["pod1", "pod2"]));
       });
 
       await t.step("NodePort from off-node client is masqueraded", async () => {
-        const rs = replies(await probe(client, "tcp", NODE4, 30080, 3));
+        const rs = replies(await request(client, "tcp", NODE4, 30080, 3));
         for (const [label, peer] of rs) {
           assert.equal(label, "pod1");
           assert.equal(peer, NODE4);
@@ -266,7 +234,7 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
       });
 
       await t.step("eTP=Local NodePort preserves the client IP and stays local", async () => {
-        const rs = replies(await probe(client, "tcp", NODE4, 30081, 8));
+        const rs = replies(await request(client, "tcp", NODE4, 30081, 8));
         for (const [label, peer] of rs) {
           assert.equal(label, "pod1");
           assert.equal(peer, CLIENT4);
@@ -279,7 +247,7 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
         for (
           const [from, host, port] of [[pod3, "198.19.0.12", 80], [client, NODE4, 30082]] as const
         ) {
-          const [r] = await probe(from, "tcp", host, port, 1, 5000);
+          const [r] = await request(from, "tcp", host, port, 1, 5000);
           assert.ok("error" in r, JSON.stringify(r));
           assert.equal(r.error, "ConnectionRefused", JSON.stringify(r));
           assert.ok(r.ms < 1000, `refused after ${r.ms} ms`);
@@ -289,7 +257,7 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
       });
 
       await t.step("undefined ClusterIP port is refused", async () => {
-        const [r] = await probe(pod3, "tcp", "198.19.0.10", 81, 1, 5000);
+        const [r] = await request(pod3, "tcp", "198.19.0.10", 81, 1, 5000);
         assert.ok("error" in r && r.error === "ConnectionRefused", JSON.stringify(r));
         const tr = await traced(node, POD4[2], "198.19.0.10:81/tcp", "vp3");
         assert.deepEqual([tr.verdict, tr.reason], [
@@ -299,14 +267,14 @@ e2eTest("dataplane: real traffic through built rules", async (t) => {
       });
 
       await t.step("ClientIP affinity sticks to one endpoint", async () => {
-        const rs = replies(await probe(pod3, "tcp", "198.19.0.13", 80, 12));
+        const rs = replies(await request(pod3, "tcp", "198.19.0.13", 80, 12));
         assert.equal(new Set(rs.map(([l]) => l)).size, 1, JSON.stringify(rs));
-        const rs2 = replies(await probe(client, "tcp", "198.19.0.13", 80, 12));
+        const rs2 = replies(await request(client, "tcp", "198.19.0.13", 80, 12));
         assert.equal(new Set(rs2.map(([l]) => l)).size, 1, JSON.stringify(rs2));
       });
 
       await t.step("IPv6 ClusterIP balances across endpoints", async () => {
-        const rs = replies(await probe(pod3, "tcp", "2001:db8:ffff::10", 80, 24));
+        const rs = replies(await request(pod3, "tcp", "2001:db8:ffff::10", 80, 24));
         assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
         const tr = await traced(node, POD6[2], "[2001:db8:ffff::10]:80/tcp", "vp3");
         assert.deepEqual(tr.endpoints, new Set(["pod1", "pod2"]));
