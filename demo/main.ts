@@ -26,13 +26,8 @@ import {
   Topology,
   type TopologyNames,
 } from "../tests/topology.ts";
-import {
-  AgentProcess,
-  eventually,
-  freePort,
-  httpGet,
-  NETNS_SAFE_FLAGS,
-} from "../tests/e2e/fixtures/agent_process.ts";
+import { AgentProcess, eventually, httpGet } from "../tests/e2e/fixtures/agent_process.ts";
+import { startAgent } from "../tests/e2e/fixtures/agent_under_test.ts";
 import { LIBRARY_PACKAGES, openLibrary } from "../ffi/libpath.ts";
 
 const CLUSTER_FILE = new URL("./cluster.yaml", import.meta.url).pathname;
@@ -216,19 +211,13 @@ function counts(labels: Map<string, number>): string {
 async function realInside(names: TopologyNames): Promise<number> {
   assertInNetns(names.node);
   const topo = Topology.attach(names);
-  const api = FakeApiServer.start();
-  for (const o of loadCluster()) api.apply(o);
-  const kubeconfig = kubeconfigFor(api);
-  const healthzPort = freePort();
-  const agent = AgentProcess.start([
-    `--kubeconfig=${kubeconfig}`,
-    `--hostname-override=${NODE_NAME}`,
-    "--cluster-cidr=198.18.1.0/24,2001:db8:1::/64",
-    "--min-sync-period=200ms",
-    `--healthz-bind-address=127.0.0.1:${healthzPort}`,
-    `--metrics-bind-address=127.0.0.1:${freePort()}`,
-    ...NETNS_SAFE_FLAGS,
-  ]);
+  const aut = startAgent({
+    objects: loadCluster(),
+    bookmarkIntervalMs: 1000,
+    nodeName: NODE_NAME,
+    minSyncPeriod: "200ms",
+  });
+  const { agent } = aut;
   let stopping = false;
   const onSignal = () => {
     stopping = true;
@@ -243,7 +232,7 @@ async function realInside(names: TopologyNames): Promise<number> {
         if (stopping) return "interrupted";
         const st = await Promise.race([agent.status, new Promise((r) => setTimeout(r, 10))]);
         if (st) return "exited";
-        const h = await httpGet(`http://127.0.0.1:${healthzPort}/healthz`);
+        const h = await httpGet(`${aut.healthz}/healthz`);
         return h.status === 200 ? "ok" : undefined;
       },
       30_000,
@@ -407,8 +396,7 @@ async function realInside(names: TopologyNames): Promise<number> {
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
     const st = await agent.stop("SIGTERM");
     console.log(`Agent stopped (exit ${st.code}); its rules go away with the namespaces.`);
-    await api.close();
-    await Deno.remove(kubeconfig).catch(() => {});
+    await aut.close();
   }
 }
 
