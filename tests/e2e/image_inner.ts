@@ -11,7 +11,8 @@ import assert from "node:assert/strict";
 import { FakeApiServer, type KObject } from "../fakeapi/server.ts";
 import * as bench from "../bench/agent/cluster.ts";
 import { CLIENT4 } from "../topology.ts";
-import { eventually, freePort, httpGet, NETNS_SAFE_FLAGS } from "./fixtures/agent_process.ts";
+import { freePort } from "./fixtures/agent_process.ts";
+import { agentFlags, waitHealthy } from "./fixtures/agent_under_test.ts";
 import {
   Container,
   type ContainerOptions,
@@ -23,7 +24,6 @@ import {
   fails,
   nftTable,
   node,
-  NODE_NAME,
   reaches,
   service,
   serviceCIDR,
@@ -53,32 +53,15 @@ function options(kubeconfig: string, args: string[], readOnly = false): Containe
 
 /** The agent's flags (connection, this node, ports on the node's loopback). */
 function agentArgs(healthzPort: number, metricsPort: number): string[] {
-  return [
-    `--kubeconfig=${KUBECONFIG}`,
-    `--hostname-override=${NODE_NAME}`,
-    "--cluster-cidr=198.18.1.0/24,2001:db8:1::/64",
-    "--min-sync-period=200ms",
-    `--healthz-bind-address=127.0.0.1:${healthzPort}`,
-    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-    "--v=2",
-    ...NETNS_SAFE_FLAGS,
-  ];
+  return agentFlags(KUBECONFIG, healthzPort, metricsPort, {
+    minSyncPeriod: "200ms",
+    args: ["--v=2"],
+  });
 }
 
 /** Waits for /healthz 200, failing early with the container's output if it exits. */
-async function healthy(c: Container, healthzPort: number, timeoutMs = 60_000): Promise<void> {
-  const st = await eventually(
-    "/healthz 200",
-    async () => {
-      const exited = await Promise.race([c.status, new Promise((r) => setTimeout(r, 10))]);
-      if (exited) return exited as Deno.CommandStatus;
-      const r = await httpGet(`http://127.0.0.1:${healthzPort}/healthz`);
-      return r.status === 200 ? "healthy" : undefined;
-    },
-    timeoutMs,
-    200,
-  );
-  assert.equal(st, "healthy", `the container exited early: ${JSON.stringify(st)}\n${c.tail()}`);
+function healthy(c: Container, healthzPort: number, timeoutMs = 60_000): Promise<void> {
+  return waitHealthy(c, `http://127.0.0.1:${healthzPort}`, "/healthz 200", timeoutMs, 200);
 }
 
 /** VmRSS and VmHWM (peak) of a host process, in MB. */
