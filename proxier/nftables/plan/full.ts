@@ -16,7 +16,7 @@
  *
  * @module
  */
-import type { Element } from "../../../ffi/nftables/types.ts";
+import type { Element, Transaction } from "../../../ffi/nftables/types.ts";
 import type { BuildContext } from "../context.ts";
 import {
   decodeFrontend,
@@ -43,8 +43,8 @@ import {
 } from "./common.ts";
 import { type KernelView, LISTED_MAPS } from "./kernel_view.ts";
 import type { ServiceRules } from "../service_rules.ts";
-import { buildSkeleton, endpointMaps } from "../skeleton.ts";
-import { TxBuilder } from "../tx_builder.ts";
+import { buildSkeleton, endpointMaps, type Skeleton } from "../skeleton.ts";
+import { TxBuilder, type Unit } from "../tx_builder.ts";
 import { Draft, UNKNOWN, type WrittenState } from "../written_state.ts";
 
 /** Inputs of {@link planFull}. */
@@ -97,23 +97,102 @@ function listedFrontends(view: KernelView): Map<string, Listed> {
   return out;
 }
 
-/** Plans a full sync (cold start, adoption, periodic or repair). */
+/** What the steps of a full plan share. */
+interface FullState {
+  readonly input: FullInput;
+  readonly d: Draft;
+  readonly tb: TxBuilder;
+  /** No table in the kernel: everything is written from scratch. */
+  readonly cold: boolean;
+  /** Moving to a fresh generation of bucket maps. */
+  readonly fresh: boolean;
+  /** Generation of the bucket maps and class chains written. */
+  readonly gen: number;
+  /** Chains the plan keeps; the others go stale. */
+  readonly wanted: Set<string>;
+  /** Frontends as the kernel lists them. */
+  readonly listed: Map<string, Listed>;
+  /** Frontend elements believed in the kernel (encoded); those no port takes are deleted. */
+  readonly believed: Map<string, string>;
+  /** Each frontend's claimers, sorted: the first wins and writes it. */
+  readonly claims: Map<string, string[]>;
+  readonly skeleton: Skeleton;
+}
+
+/** ClusterIP and hairpin counts as the services step took them, and what the kernel listed. */
+interface SharedCounts {
+  clusterIPs: Map<string, number>;
+  hairpin: Map<string, number>;
+  listedClusterIPs: Set<string>;
+  listedHairpin: Set<string>;
+}
+
+/**
+ * Plans a full sync (cold start, adoption, periodic or repair), in four
+ * steps: adopt what the kernel has, the skeleton and class chains (the first
+ * transaction's head), the services (a unit each, cut into transactions as
+ * they are taken), and the retirement of what nothing wants any more.
+ */
 export function planFull(written: WrittenState, input: FullInput): Plan {
-  const { ctx, view, now } = input;
+  const s = adopt(written, input);
+  planSkeleton(s);
+  planClasses(s);
+  return transactions(s);
+}
+
+/** The steps that run as the transactions are taken, so only one is built at a time. */
+function* transactions(s: FullState): Plan {
+  const counts = yield* planServices(s);
+  retire(s, counts);
+  s.d.setMeta({ gen: s.gen, contextKey: s.input.contextKey });
+  yield* s.tb.finish();
+  return s.d.delta;
+}
+
+/** The generation a full sync writes: a fresh one unless the written state is trusted. */
+function generation(written: WrittenState, view: KernelView, cold: boolean, fresh: boolean) {
+  if (cold) return 0;
+  if (!fresh) return written.gen ?? 0;
+  const kernelGens = generationsIn(view.chains);
+  let gen = 0;
+  while (kernelGens.has(gen) || gen === written.gen) gen++;
+  return gen;
+}
+
+/**
+ * Adopt: the draft believes the kernel (chains and sets it lacks are gone,
+ * those it has are at least there, a chain whose rule count changed is of
+ * unknown content), and each frontend is believed as listed, with bucket
+ * elements from the written state unless the generation is left behind.
+ */
+function adopt(written: WrittenState, input: FullInput): FullState {
+  const { view } = input;
   const d = new Draft(written);
   const tb = new TxBuilder();
   tb.withTable();
   const cold = !view.tableExists;
   const fresh = !cold && (written.empty || input.regenerate === true);
-  const kernelGens = generationsIn(view.chains);
-  let gen = written.gen ?? 0;
-  if (cold) gen = 0;
-  else if (fresh) {
-    gen = 0;
-    while (kernelGens.has(gen) || gen === written.gen) gen++;
+  const gen = generation(written, view, cold, fresh);
+  believeKernel(d, view);
+  const listed = listedFrontends(view);
+  const believed = new Map<string, string>();
+  for (const key of new Set([...d.keys("frontends"), ...listed.keys()])) {
+    const rec = d.get("frontends", key);
+    const head = listed.get(key)?.e ?? {};
+    believed.set(
+      key,
+      fresh || cold || rec === undefined
+        ? encodeFrontend({ ...head, buckets: [] })
+        : withBucketsOf(head, rec.spec),
+    );
   }
+  const skeleton = buildSkeleton(input.ctx, gen);
+  const claims = claimsOf(input.services);
+  return { input, d, tb, cold, fresh, gen, wanted: new Set(), listed, believed, claims, skeleton };
+}
 
-  // Believe the kernel: chains it lacks are gone, chains it has are at least there.
+/** The draft's chains and sets as the kernel view has them. */
+function believeKernel(d: Draft, view: KernelView): void {
   const inKernel = new Set(view.chains);
   for (const name of [...d.keys("chains")]) if (!inKernel.has(name)) d.set("chains", name, null);
   for (const name of [...d.keys("staleChains")]) {
@@ -136,176 +215,160 @@ export function planFull(written: WrittenState, input: FullInput): Plan {
   for (const name of [...d.keys("staleSets")]) {
     if (!setsInKernel.has(name)) d.set("staleSets", name, null);
   }
+}
 
-  // Frontends as the kernel has them (encoded); bucket elements from the
-  // written state unless they are in a generation we leave behind.
-  const listed = listedFrontends(view);
-  const believed = new Map<string, string>();
-  for (const key of new Set([...d.keys("frontends"), ...listed.keys()])) {
-    const rec = d.get("frontends", key);
-    const head = listed.get(key)?.e ?? {};
-    believed.set(
-      key,
-      fresh || cold || rec === undefined
-        ? encodeFrontend({ ...head, buckets: [] })
-        : withBucketsOf(head, rec.spec),
-    );
-  }
-  const nodePortOf = (key: string) =>
-    listed.get(key)?.nodePort ?? d.get("frontends", key)?.nodePort ?? false;
-
-  // The skeleton, and with a fresh generation its empty bucket maps.
-  const skeleton = buildSkeleton(ctx, gen);
-  for (const s of skeleton.sets) {
-    const digest = setDigest(s);
-    if (d.get("sets", s.name) === digest && !fresh) continue;
-    tb.head.set(s);
-    d.set("sets", s.name, digest);
-    if (d.has("staleSets", s.name)) d.set("staleSets", s.name, null);
-  }
-  if (fresh) { for (const m of endpointMaps(ctx, gen)) tb.head.flushSet(m); }
-  const wanted = new Set<string>();
-  for (const c of skeleton.chains) {
-    ensureChain(d, c, tb.head);
-    wanted.add(c.chain.name);
-  }
-  const nodePortIPs = listedKeys(view, N.nodePortIPs, []);
-  for (const ip of nodePortIPs) {
-    if (!skeleton.nodePortIPs.includes(ip)) tb.head.del(setElement(N.nodePortIPs, ip));
-  }
-  for (const ip of skeleton.nodePortIPs) {
-    if (!nodePortIPs.has(ip)) tb.head.add(setElement(N.nodePortIPs, ip));
-  }
-
-  // Who wins each frontend: the lowest port id claiming it.
+/** Who claims each frontend, sorted (the plan's own arrays): the lowest port id wins. */
+function claimsOf(services: ReadonlyMap<string, ServiceRules>): Map<string, string[]> {
   const claims = new Map<string, string[]>();
-  for (const [id, r] of input.services) {
+  for (const [id, r] of services) {
     for (const f of r.frontends) {
       const c = claims.get(f.key);
       if (c === undefined) claims.set(f.key, [id]);
       else c.push(id);
     }
   }
-  // Class chains the winners use: known before the first transaction, which creates them.
+  for (const ids of claims.values()) if (ids.length > 1) ids.sort();
+  return claims;
+}
+
+/** Skeleton: the shared sets and chains, with a fresh generation its empty bucket maps. */
+function planSkeleton(s: FullState): void {
+  const { d, tb, skeleton, fresh } = s;
+  for (const set of skeleton.sets) {
+    const digest = setDigest(set);
+    if (d.get("sets", set.name) === digest && !fresh) continue;
+    tb.head.set(set);
+    d.set("sets", set.name, digest);
+    if (d.has("staleSets", set.name)) d.set("staleSets", set.name, null);
+  }
+  if (fresh) { for (const m of endpointMaps(s.input.ctx, s.gen)) tb.head.flushSet(m); }
+  for (const c of skeleton.chains) {
+    ensureChain(d, c, tb.head);
+    s.wanted.add(c.chain.name);
+  }
+  const nodePortIPs = listedKeys(s.input.view, N.nodePortIPs, []);
+  for (const ip of nodePortIPs) {
+    if (!skeleton.nodePortIPs.includes(ip)) tb.head.del(setElement(N.nodePortIPs, ip));
+  }
+  for (const ip of skeleton.nodePortIPs) {
+    if (!nodePortIPs.has(ip)) tb.head.add(setElement(N.nodePortIPs, ip));
+  }
+}
+
+/** Class chains the winners use: known before the first transaction, which creates them. */
+function planClasses(s: FullState): void {
+  const { d, input, claims } = s;
   const classes = new Map<string, number>();
   for (const [id, r] of input.services) {
     for (const f of r.frontends) {
-      const ids = claims.get(f.key)!;
-      if (ids.length > 1) ids.sort();
-      if (ids[0] !== id) continue;
-      const cls = frontendClassChain(f, gen);
+      if (claims.get(f.key)![0] !== id) continue;
+      const cls = frontendClassChain(f, s.gen);
       if (cls !== undefined) classes.set(cls, (classes.get(cls) ?? 0) + 1);
     }
   }
   for (const name of [...d.keys("classes")]) if (!classes.has(name)) d.set("classes", name, null);
   for (const [name, n] of classes) {
     if (d.get("classes", name) !== n) d.set("classes", name, n);
-    wanted.add(name);
+    s.wanted.add(name);
   }
-  settleClasses(d, ctx, gen, now, tb);
-  const maxOps = cold || fresh ? input.maxOps ?? 0 : 0;
-  return transactions();
+  settleClasses(d, input.ctx, s.gen, input.now, s.tb);
+}
 
-  // The rest runs as the transactions are taken, so only one is built at a time.
-  function* transactions(): Plan {
-    const clusterIPs = new Map<string, number>();
-    const hairpin = new Map<string, number>();
-    const listedClusterIPs = listedKeys(view, N.clusterIPs, cold ? [] : d.keys("clusterIPs"));
-    const listedHairpin = listedKeys(view, N.hairpin, cold ? [] : d.keys("hairpin"));
-    for (const [id, r] of input.services) {
-      const u = tb.unit();
-      for (const c of r.chains) {
-        ensureChain(d, c, u);
-        wanted.add(c.chain.name);
-      }
-      for (const s of r.sets) {
-        const digest = setDigest(s);
-        if (d.get("sets", s.name) !== digest) u.set(s);
-        d.set("sets", s.name, digest);
-        if (d.has("staleSets", s.name)) d.set("staleSets", s.name, null);
-      }
-      for (const f of r.frontends) {
-        const ids = claims.get(f.key)!;
-        if (ids.length > 1) ids.sort();
-        if (ids[0] !== id) continue;
-        const old = believed.get(f.key);
-        const next = renderFrontend(f, gen, old);
-        const spec = encodeFrontend(next);
-        // What is listed carries its comment; what is not is only in buckets, which have none.
-        const oldComment = listed.has(f.key) ? listed.get(f.key)!.comment : r.comment;
-        if (old !== spec || oldComment !== r.comment) {
-          const was = old === undefined ? undefined : decodeFrontend(old);
-          diffFrontend(f.key, f.nodePort, gen, was, next, { old: oldComment, next: r.comment }, u);
-        }
-        believed.delete(f.key);
-        if (!claimMatches(d.get("frontends", f.key), ids, f.nodePort, spec)) {
-          d.set("frontends", f.key, claimRecord(ids, f.nodePort, spec));
-        }
-      }
-      if (r.clusterIP) {
-        const n = clusterIPs.get(r.clusterIP) ?? 0;
-        clusterIPs.set(r.clusterIP, n + 1);
-        if (n === 0 && !listedClusterIPs.has(r.clusterIP)) {
-          u.add(clusterIPElement(r.clusterIP, r.clusterIPComment));
-        }
-      }
-      for (const ip of r.hairpin) {
-        const n = hairpin.get(ip) ?? 0;
-        hairpin.set(ip, n + 1);
-        if (n === 0 && !listedHairpin.has(ip)) u.add(hairpinElement(ip));
-      }
-      if (!recordMatches(d.get("services", id), r)) d.set("services", id, serviceRecord(r));
-      const tx = tb.take(maxOps);
-      if (tx !== undefined) yield tx;
-    }
+/** Services: a unit per service port, yielded in transactions of about `maxOps` operations. */
+function* planServices(s: FullState): Generator<Transaction, SharedCounts, undefined> {
+  const { d, input, cold } = s;
+  const maxOps = cold || s.fresh ? input.maxOps ?? 0 : 0;
+  const counts: SharedCounts = {
+    clusterIPs: new Map(),
+    hairpin: new Map(),
+    listedClusterIPs: listedKeys(input.view, N.clusterIPs, cold ? [] : d.keys("clusterIPs")),
+    listedHairpin: listedKeys(input.view, N.hairpin, cold ? [] : d.keys("hairpin")),
+  };
+  for (const [id, r] of input.services) {
+    planService(s, id, r, s.tb.unit(), counts);
+    const tx = s.tb.take(maxOps);
+    if (tx !== undefined) yield tx;
+  }
+  return counts;
+}
 
-    // What nothing claims any more.
-    for (const id of [...d.keys("services")]) {
-      if (input.services.has(id)) continue;
-      for (const name of d.get("services", id)!.sets) {
-        d.set("sets", name, null);
-        d.set("staleSets", name, now);
-      }
-      d.set("services", id, null);
+/** One service port's chains, sets, the frontends it wins and its shared elements. */
+function planService(s: FullState, id: string, r: ServiceRules, u: Unit, c: SharedCounts): void {
+  const { d } = s;
+  for (const ch of r.chains) {
+    ensureChain(d, ch, u);
+    s.wanted.add(ch.chain.name);
+  }
+  for (const set of r.sets) {
+    const digest = setDigest(set);
+    if (d.get("sets", set.name) !== digest) u.set(set);
+    d.set("sets", set.name, digest);
+    if (d.has("staleSets", set.name)) d.set("staleSets", set.name, null);
+  }
+  for (const f of r.frontends) {
+    const ids = s.claims.get(f.key)!;
+    if (ids[0] !== id) continue;
+    const old = s.believed.get(f.key);
+    const next = renderFrontend(f, s.gen, old);
+    const spec = encodeFrontend(next);
+    // What is listed carries its comment; what is not is only in buckets, which have none.
+    const oldComment = s.listed.has(f.key) ? s.listed.get(f.key)!.comment : r.comment;
+    if (old !== spec || oldComment !== r.comment) {
+      const was = old === undefined ? undefined : decodeFrontend(old);
+      diffFrontend(f.key, f.nodePort, s.gen, was, next, { old: oldComment, next: r.comment }, u);
     }
-    for (const [key, old] of believed) {
-      diffFrontend(
-        key,
-        nodePortOf(key),
-        gen,
-        decodeFrontend(old),
-        undefined,
-        { next: "" },
-        tb.tail,
-      );
-      if (d.has("frontends", key)) d.set("frontends", key, null);
+    s.believed.delete(f.key);
+    if (!claimMatches(d.get("frontends", f.key), ids, f.nodePort, spec)) {
+      d.set("frontends", f.key, claimRecord(ids, f.nodePort, spec));
     }
-    replaceCounts(
-      d,
-      "clusterIPs",
-      clusterIPs,
-      listedClusterIPs,
-      (ip) => clusterIPElement(ip, ""),
-      tb,
-    );
-    replaceCounts(d, "hairpin", hairpin, listedHairpin, hairpinElement, tb);
+  }
+  if (r.clusterIP) {
+    const n = c.clusterIPs.get(r.clusterIP) ?? 0;
+    c.clusterIPs.set(r.clusterIP, n + 1);
+    if (n === 0 && !c.listedClusterIPs.has(r.clusterIP)) {
+      u.add(clusterIPElement(r.clusterIP, r.clusterIPComment));
+    }
+  }
+  for (const ip of r.hairpin) {
+    const n = c.hairpin.get(ip) ?? 0;
+    c.hairpin.set(ip, n + 1);
+    if (n === 0 && !c.listedHairpin.has(ip)) u.add(hairpinElement(ip));
+  }
+  if (!recordMatches(d.get("services", id), r)) d.set("services", id, serviceRecord(r));
+}
 
-    // Unwanted chains and left generations go stale.
-    for (const name of [...d.keys("chains")]) {
-      if (!wanted.has(name)) retireChain(d, name, now, tb.tail);
-    }
-    // Sets nothing wants (older generations, affinity sets of ports gone while
-    // we were down) go once the chains using them are gone.
-    const wantedSets = new Set(skeleton.sets.map((s) => s.name));
-    for (const r of input.services.values()) for (const s of r.sets) wantedSets.add(s.name);
-    for (const name of [...d.keys("sets")]) {
-      if (wantedSets.has(name)) continue;
+/** Retire: what nothing claims any more goes (elements now, chains and sets stale). */
+function retire(s: FullState, c: SharedCounts): void {
+  const { d, tb, input } = s;
+  const { now } = input;
+  for (const id of [...d.keys("services")]) {
+    if (input.services.has(id)) continue;
+    for (const name of d.get("services", id)!.sets) {
       d.set("sets", name, null);
-      if (!d.has("staleSets", name)) d.set("staleSets", name, now);
+      d.set("staleSets", name, now);
     }
-    d.setMeta({ gen, contextKey: input.contextKey });
-    yield* tb.finish();
-    return d.delta;
+    d.set("services", id, null);
+  }
+  for (const [key, old] of s.believed) {
+    const nodePort = s.listed.get(key)?.nodePort ?? d.get("frontends", key)?.nodePort ?? false;
+    diffFrontend(key, nodePort, s.gen, decodeFrontend(old), undefined, { next: "" }, tb.tail);
+    if (d.has("frontends", key)) d.set("frontends", key, null);
+  }
+  const clusterIPElementOf = (ip: string) => clusterIPElement(ip, "");
+  replaceCounts(d, "clusterIPs", c.clusterIPs, c.listedClusterIPs, clusterIPElementOf, tb);
+  replaceCounts(d, "hairpin", c.hairpin, c.listedHairpin, hairpinElement, tb);
+  // Unwanted chains and left generations go stale.
+  for (const name of [...d.keys("chains")]) {
+    if (!s.wanted.has(name)) retireChain(d, name, now, tb.tail);
+  }
+  // Sets nothing wants (older generations, affinity sets of ports gone while
+  // we were down) go once the chains using them are gone.
+  const wantedSets = new Set(s.skeleton.sets.map((set) => set.name));
+  for (const r of input.services.values()) for (const set of r.sets) wantedSets.add(set.name);
+  for (const name of [...d.keys("sets")]) {
+    if (wantedSets.has(name)) continue;
+    d.set("sets", name, null);
+    if (!d.has("staleSets", name)) d.set("staleSets", name, now);
   }
 }
 
