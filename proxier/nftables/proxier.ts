@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { type NftablesClient, NftablesError, Transaction } from "../../ffi/nftables/types.ts";
+import { type NftablesClient, NftablesError, type Transaction } from "../../ffi/nftables/types.ts";
 import { mallocTrim } from "../../ffi/malloc_trim.ts";
 import type { ProxierConfig, ProxyState, StaleReport } from "../model.ts";
 import { type BuildContext, buildContext, contextKey } from "./context.ts";
@@ -22,8 +22,14 @@ import { planPartial } from "./plan/partial.ts";
 import { type Drift, kernelDrift } from "./drift.ts";
 import type { LogFn } from "../../net/log.ts";
 import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
-import { nextStaleDeadline, planStaleDeletion } from "./stale.ts";
-import { type Delta, newDelta, WrittenState } from "./written_state.ts";
+import {
+  nextStaleDeadline,
+  planStaleDeletion,
+  staleRetryDelta,
+  staleSteps,
+  type StaleTry,
+} from "./stale.ts";
+import { type Delta, WrittenState } from "./written_state.ts";
 
 /** Settings of a {@link Proxier}. */
 export interface ProxierOptions {
@@ -391,28 +397,19 @@ export class Proxier {
       this.written.commit(p.delta);
       return { ops: p.tx.size, chains: p.chains.length };
     } catch (err) {
-      // One at a time: what is already gone is forgotten, what is still in
-      // use (by someone else) is retried much later.
-      const d = newDelta();
-      let kept = 0;
-      for (const op of p.tx.ops) {
-        const tx = new Transaction();
-        tx.ops.push(op);
-        const name = (op.obj as { name: string }).name;
-        const isChain = op.obj.kind === "chain";
+      // One at a time (stale.ts plans the retries).
+      const tried: StaleTry[] = [];
+      for (const step of staleSteps(p)) {
+        let inUse = false;
         try {
-          await this.client.run(tx);
+          await this.client.run(step.tx);
         } catch (e) {
-          if (!(e instanceof NftablesError && e.notFound)) {
-            (isChain ? d.staleChains : d.staleSets).set(name, this.now() + STALE_RETRY_MS);
-            kept++;
-            continue;
-          }
+          inUse = !(e instanceof NftablesError && e.notFound);
         }
-        (isChain ? d.staleChains : d.staleSets).set(name, null);
-        if (isChain) d.chains.set(name, null);
+        tried.push({ ...step, inUse });
       }
-      this.written.commit(d);
+      this.written.commit(staleRetryDelta(tried, this.now() + STALE_RETRY_MS));
+      const kept = tried.filter((t) => t.inUse).length;
       if (kept > 0) {
         this.log("warn", "Unable to delete stale chains or sets; will retry later", {
           objects: kept,

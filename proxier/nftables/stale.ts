@@ -55,6 +55,43 @@ export function planStaleDeletion(
   return { tx, delta, chains, sets };
 }
 
+/** One object of a stale deletion, in a transaction of its own. */
+export interface StaleStep {
+  kind: "chain" | "set";
+  name: string;
+  tx: Transaction;
+}
+
+/** A {@link StaleStep} tried on its own; `inUse` when the kernel refused for another reason than "not found". */
+export interface StaleTry extends StaleStep {
+  inUse: boolean;
+}
+
+/** The objects of `p` one at a time (chains first), to try after its batch failed. */
+export function staleSteps(p: StalePlan): StaleStep[] {
+  const step = (kind: "chain" | "set", name: string): StaleStep => {
+    const tx = new Transaction();
+    tx.delete(kind === "chain" ? { kind, name } as Chain : { kind, name } as NftSet);
+    return { kind, name, tx };
+  };
+  return [...p.chains.map((n) => step("chain", n)), ...p.sets.map((n) => step("set", n))];
+}
+
+/**
+ * The delta after each object was tried on its own: what is gone (deleted
+ * now, or already) is forgotten; what is still in use (by someone else) is
+ * tried again at `retryAt`.
+ */
+export function staleRetryDelta(tried: readonly StaleTry[], retryAt: number): Delta {
+  const d = newDelta();
+  for (const t of tried) {
+    const stale = t.kind === "chain" ? d.staleChains : d.staleSets;
+    stale.set(t.name, t.inUse ? retryAt : null);
+    if (t.kind === "chain" && !t.inUse) d.chains.set(t.name, null);
+  }
+  return d;
+}
+
 /** Earliest time (engine clock) something stale becomes deletable, or undefined. */
 export function nextStaleDeadline(written: WrittenState, delayMs: number): number | undefined {
   let min: number | undefined;
