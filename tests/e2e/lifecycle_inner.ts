@@ -9,14 +9,9 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { FakeApiServer, type KObject } from "../fakeapi/server.ts";
-import {
-  AgentProcess,
-  eventually,
-  freePort,
-  httpGet,
-  NETNS_SAFE_FLAGS,
-} from "./fixtures/agent_process.ts";
+import type { KObject } from "../fakeapi/server.ts";
+import { AgentProcess } from "./fixtures/agent_process.ts";
+import { type AgentUnderTest, startAgent } from "./fixtures/agent_under_test.ts";
 import { NODE4, NODE6 } from "../topology.ts";
 import {
   attachTopology,
@@ -41,25 +36,11 @@ function movedNode(): KObject {
   return n;
 }
 
-/** Starts the agent and waits until it is healthy. */
-async function startAgent(kubeconfig: string): Promise<{ agent: AgentProcess; healthz: number }> {
-  const healthz = freePort();
-  const agent = AgentProcess.start([
-    `--kubeconfig=${kubeconfig}`,
-    `--hostname-override=${NODE_NAME}`,
-    "--cluster-cidr=198.18.1.0/24,2001:db8:1::/64",
-    "--min-sync-period=100ms",
-    `--healthz-bind-address=127.0.0.1:${healthz}`,
-    "--metrics-bind-address=127.0.0.1:0",
-    ...NETNS_SAFE_FLAGS,
-  ]);
-  await eventually("/healthz 200", async () => {
-    const r = await httpGet(`http://127.0.0.1:${healthz}/healthz`);
-    return r.status === 200 ? true : undefined;
-  }, 30_000).catch((e) => {
-    throw new Error(`${e}\n${agent.tail()}`);
-  });
-  return { agent, healthz };
+/** Starts `sut`'s agent afresh and waits until it is healthy. */
+async function startHealthy(sut: AgentUnderTest): Promise<AgentProcess> {
+  sut.start();
+  await sut.healthy();
+  return sut.agent;
 }
 
 /** Waits for the agent to exit by itself; its status. */
@@ -82,15 +63,14 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   fn: async (t) => {
-    const api = FakeApiServer.start({ bookmarkIntervalMs: 500 });
-    const kubeconfig = api.writeKubeconfig();
-    api.apply(node());
-    api.apply(serviceCIDR());
-    api.apply(service("web", { ip: WEB }));
-    api.apply(slice("web", [A, B]));
+    const sut = startAgent({
+      objects: [node(), serviceCIDR(), service("web", { ip: WEB }), slice("web", [A, B])],
+      deferStart: true,
+    });
+    const { api } = sut;
     let agent: AgentProcess | undefined;
     try {
-      agent = (await startAgent(kubeconfig)).agent;
+      agent = await startHealthy(sut);
       await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
 
       await t.step("the Node's IPs change: log, Warning Event, exit 1; traffic flows", async () => {
@@ -119,7 +99,7 @@ Deno.test({
       });
 
       await t.step("the restart reads the new IPs, adopts the rules and serves", async () => {
-        agent = (await startAgent(kubeconfig)).agent;
+        agent = await startHealthy(sut);
         assert.match(agent.text(), /Adopting the existing kube-proxy tables/);
         assert.match(agent.text(), new RegExp(MOVED4.replaceAll(".", "\\.")));
         // A change made after the restart reaches the kernel.
@@ -142,7 +122,7 @@ Deno.test({
         "the Node comes back: the restart adopts and serves; SIGTERM exits 0",
         async () => {
           api.apply(node());
-          agent = (await startAgent(kubeconfig)).agent;
+          agent = await startHealthy(sut);
           assert.match(agent.text(), /Adopting the existing kube-proxy tables/);
           api.apply(slice("web", [A, B]));
           await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
@@ -153,8 +133,7 @@ Deno.test({
     } finally {
       await agent?.stop("SIGKILL").catch(() => {});
       await AgentProcess.run(["--cleanup"]).catch(() => {});
-      await api.close();
-      await Deno.remove(kubeconfig).catch(() => {});
+      await sut.close();
     }
   },
 });
