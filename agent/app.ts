@@ -15,18 +15,18 @@ import {
   versionText,
 } from "./flags.ts";
 import { createSink, Logger, type LogSink } from "./log.ts";
-import { effectiveConfiguration } from "./configz.ts";
-import { type Servers, startServers } from "./http_servers.ts";
+import { effectiveConfiguration } from "./http/configz.ts";
+import { type Servers, startServers } from "./http/http_servers.ts";
 import { watchConfigFile } from "./config_watch.ts";
 import { stringify as stringifyYaml } from "yaml";
-import { ApiFetch } from "./api_fetch.ts";
-import { postNodeEvent, postStartingEvent } from "./events.ts";
+import { ApiFetch } from "./kube/api_fetch.ts";
+import { postNodeEvent, postStartingEvent } from "./kube/events.ts";
 import { installHeapSnapshotSignal } from "./heap_snapshot.ts";
-import { ServiceHealthServers } from "./health.ts";
-import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
+import { ServiceHealthServers } from "./http/health.ts";
+import { KubeConfigError, loadKubeConfig } from "./kube/kubeconfig.ts";
 import { tuneMalloc } from "../ffi/malloc_trim.ts";
-import { type ProxyInformers, startProxyInformers } from "./informers.ts";
-import { fetchNode } from "./node_fetch.ts";
+import { type ProxyInformers, startProxyInformers } from "./kube/informers.ts";
+import { fetchNode } from "./kube/node_fetch.ts";
 import { buildNode, informerHandlers, nodeFamilies, type ProxyNode } from "./node.ts";
 import { guardNodeHandlers, type NodeGuardHooks, NodeLifecycle } from "./node_lifecycle.ts";
 import { IP_FAMILIES, type IpFamily, nftFamily } from "../net/family.ts";

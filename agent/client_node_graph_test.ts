@@ -53,15 +53,17 @@ const isClientNode = (s: string) => /^npm:\/?@kubernetes\/client-node@/.test(s);
 Deno.test("main.ts does not statically import @kubernetes/client-node", async () => {
   const { staticMods, dynamicTargets } = walk(await info("main.ts"));
   assert.ok(staticMods.size > 50, `the walk found the agent's modules (${staticMods.size})`);
-  assert.ok([...staticMods].some((s) => s.endsWith("/agent/kube_credentials.ts")));
+  assert.ok([...staticMods].some((s) => s.endsWith("/agent/kube/kube_credentials.ts")));
   assert.deepEqual([...staticMods].filter(isClientNode), []);
   // client-node stays reachable, but only through the dynamically imported fallback.
-  const fallback = [...dynamicTargets].find((s) => s.endsWith("/agent/client_node_fallback.ts"));
+  const fallback = [...dynamicTargets].find((s) =>
+    s.endsWith("/agent/kube/client_node_fallback.ts")
+  );
   assert.ok(fallback, "the fallback module is a dynamic import");
   assert.ok(!staticMods.has(fallback));
 });
 
 Deno.test("the graph walk sees a static client-node import where there is one", async () => {
-  const { staticMods } = walk(await info("agent/client_node_fallback.ts"));
+  const { staticMods } = walk(await info("agent/kube/client_node_fallback.ts"));
   assert.ok([...staticMods].some(isClientNode));
 });

@@ -25,7 +25,7 @@ import type {
   ProxierHealthServer,
   ServiceHealthEntry,
   ServiceHealthServers,
-} from "./health.ts";
+} from "./http/health.ts";
 
 /** Settings and collaborators of a {@link SyncEngine}. */
 export interface EngineOptions {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { SyncEngine } from "./engine.ts";
 import { Logger } from "./log.ts";
 import { createMetrics } from "./metrics.ts";
-import { ProxierHealthServer } from "./health.ts";
+import { ProxierHealthServer } from "./http/health.ts";
 import { MemoryNftables } from "../ffi/nftables/memory/client.ts";
 import { FakeConntrack } from "../ffi/conntrack/fake.ts";
 import { ClusterState } from "../proxier/cluster_state.ts";

@@ -5,9 +5,9 @@
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { splitHostPort } from "./flags.ts";
-import { createRestClientMetrics, type RestClientMetrics } from "./rest_metrics.ts";
+import { createRestClientMetrics, type RestClientMetrics } from "./kube/rest_metrics.ts";
 import { registerProcessMetrics } from "./process_metrics.ts";
-import { zpageResponse } from "./zpages.ts";
+import { zpageResponse } from "./http/zpages.ts";
 
 /** `count` buckets starting at `start`, each `factor` times the previous one. */
 export function exponentialBuckets(start: number, factor: number, count: number): number[] {

@@ -12,10 +12,10 @@
 import type { AgentConfig } from "./flags.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
-import type { ProxierHealthServer, ServiceHealthServers } from "./health.ts";
-import type { ProxyInformerHandlers } from "./informers.ts";
+import type { ProxierHealthServer, ServiceHealthServers } from "./http/health.ts";
+import type { ProxyInformerHandlers } from "./kube/informers.ts";
 import { type EngineOptions, SyncEngine } from "./engine.ts";
-import { nodeHostIPs } from "./node_fetch.ts";
+import { nodeHostIPs } from "./kube/node_fetch.ts";
 import type { ConntrackRunner } from "../conntrack/runner.ts";
 import type { NftablesClient } from "../ffi/nftables/types.ts";
 import { ClusterState } from "../proxier/cluster_state.ts";

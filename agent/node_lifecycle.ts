@@ -13,8 +13,8 @@
  *
  * @module
  */
-import type { NodeEvent } from "./events.ts";
-import type { ProxyInformerHandlers } from "./informers.ts";
+import type { NodeEvent } from "./kube/events.ts";
+import type { ProxyInformerHandlers } from "./kube/informers.ts";
 import type { V1Node } from "../proxier/k8s_types.ts";
 
 /** The Warning Event posted before exiting for an IP change (upstream posts none). */

@@ -5,7 +5,7 @@ import {
   NodeLifecycle,
   upstreamNodeIPs,
 } from "./node_lifecycle.ts";
-import type { ProxyInformerHandlers } from "./informers.ts";
+import type { ProxyInformerHandlers } from "./kube/informers.ts";
 import type { V1Node } from "../proxier/k8s_types.ts";
 
 function node(...addrs: [string, string][]): V1Node {

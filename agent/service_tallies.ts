@@ -7,7 +7,7 @@
  * @module
  */
 import type { ProxyState } from "../proxier/model.ts";
-import type { ServiceHealthEntry } from "./health.ts";
+import type { ServiceHealthEntry } from "./http/health.ts";
 
 const INTERNAL = 1, EXTERNAL = 2;
 

@@ -132,7 +132,25 @@ Deno.test("imports run down the floors (net, ffi, proxier, conntrack, agent, mai
   assert.ok(graph.get("ffi/nftables/client.ts")?.has("net/ip.ts"), "the walk sees imports");
   assert.deepEqual(upward(graph), []);
   assert.equal(findCycle(graph)?.join(" -> "), undefined);
+  assert.deepEqual(kubeLeaks(graph), []);
 });
+
+/**
+ * agent/kube/ is the API client: it may use agent/log.ts (types) and the floors below, nothing
+ * else of agent/ — no engine, no HTTP servers, no flags — so it can be read and tested alone.
+ */
+function kubeLeaks(graph: ReadonlyMap<string, ReadonlySet<string>>): string[] {
+  const bad: string[] = [];
+  for (const [from, tos] of graph) {
+    if (!from.startsWith("agent/kube/")) continue;
+    for (const to of tos) {
+      if (to.startsWith("agent/") && !to.startsWith("agent/kube/") && to !== "agent/log.ts") {
+        bad.push(`${from} -> ${to}`);
+      }
+    }
+  }
+  return bad.sort();
+}
 
 Deno.test("the floor check and the cycle finder catch what they look for", () => {
   const g = new Map<string, Set<string>>([
@@ -143,6 +161,8 @@ Deno.test("the floor check and the cycle finder catch what they look for", () =>
   ]);
   assert.deepEqual(upward(g), ["ffi/a.ts -> proxier/b.ts", "ffi/a.ts -> tests/x.ts"]);
   assert.deepEqual(findCycle(g), ["ffi/a.ts", "proxier/b.ts", "ffi/a.ts"]);
+  g.set("agent/kube/w.ts", new Set(["agent/log.ts", "agent/engine.ts", "agent/kube/v.ts"]));
+  assert.deepEqual(kubeLeaks(g), ["agent/kube/w.ts -> agent/engine.ts"]);
   g.get("proxier/b.ts")!.clear();
   assert.equal(findCycle(g), undefined);
 });

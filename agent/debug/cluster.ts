@@ -17,9 +17,9 @@ import type { SyncEngine } from "../engine.ts";
 import type { AgentConfig } from "../flags.ts";
 import { Logger } from "../log.ts";
 import { buildNode, informerHandlers } from "../node.ts";
-import { ApiFetch } from "../api_fetch.ts";
-import { startProxyInformers } from "../informers.ts";
-import { loadKubeConfig } from "../kubeconfig.ts";
+import { ApiFetch } from "../kube/api_fetch.ts";
+import { startProxyInformers } from "../kube/informers.ts";
+import { loadKubeConfig } from "../kube/kubeconfig.ts";
 
 /** A Kubernetes object as JSON. */
 type Obj = { kind?: string; metadata?: { name?: string }; items?: Obj[] };

@@ -14,7 +14,7 @@ import {
   slimNode,
   slimService,
   slimServiceCIDR,
-} from "../../agent/slim.ts";
+} from "../../agent/kube/slim.ts";
 import { parseArgs } from "../../agent/flags.ts";
 import { Logger } from "../../agent/log.ts";
 import { buildNode, informerHandlers, type ProxyNode } from "../../agent/node.ts";

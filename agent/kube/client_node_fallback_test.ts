@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import { FakeApiServer } from "../tests/fakeapi/server.ts";
+import { FakeApiServer } from "../../tests/fakeapi/server.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { reachable } from "./api_probe.ts";
 import { startProxyInformers } from "./informers.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
-import { Logger } from "./log.ts";
-import { startTlsFront } from "./testdata/tls_front.ts";
+import { Logger } from "../log.ts";
+import { startTlsFront } from "../testdata/tls_front.ts";
 import { waitForSync } from "./testdata/informers_wait.ts";
 
 async function until(cond: () => boolean, what: string, timeoutMs = 8000): Promise<void> {

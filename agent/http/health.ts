@@ -17,10 +17,10 @@
  * an unreachable API server.
  * @module
  */
-import type { Logger } from "./log.ts";
-import { familyLabel, type IpFamily, type IpFamilyLabel, toIpFamily } from "../net/family.ts";
-import type { ProxyMetrics } from "./metrics.ts";
-import { splitHostPort } from "./flags.ts";
+import type { Logger } from "../log.ts";
+import { familyLabel, type IpFamily, type IpFamilyLabel, toIpFamily } from "../../net/family.ts";
+import type { ProxyMetrics } from "../metrics.ts";
+import { splitHostPort } from "../flags.ts";
 
 /** Taint the cluster autoscaler puts on nodes it is about to delete. */
 export const TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler";

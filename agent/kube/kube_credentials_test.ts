@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { FakeApiServer } from "../tests/fakeapi/server.ts";
+import { FakeApiServer } from "../../tests/fakeapi/server.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { ClientNodeCredentials, NativeCredentials } from "./kube_credentials.ts";
 import { KubeConfigError, kubeConfigFromString, loadKubeConfig } from "./kubeconfig.ts";
-import { startTlsFront, TLS_FILES } from "./testdata/tls_front.ts";
+import { startTlsFront, TLS_FILES } from "../testdata/tls_front.ts";
 
 const b64 = (s: string) => btoa(s);
 const read = (p: string) => Deno.readTextFileSync(p);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeApiServer } from "../tests/fakeapi/server.ts";
+import { FakeApiServer } from "../../tests/fakeapi/server.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
 import { pagedList } from "./paged_list.ts";

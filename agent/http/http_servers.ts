@@ -6,15 +6,15 @@
  *
  * @module
  */
-import type { AgentConfig } from "./flags.ts";
-import type { Logger } from "./log.ts";
-import { createMetrics, type ProxyMetrics, serveMetrics } from "./metrics.ts";
-import { setRestClientMetrics } from "./rest_metrics.ts";
+import type { AgentConfig } from "../flags.ts";
+import type { Logger } from "../log.ts";
+import { createMetrics, type ProxyMetrics, serveMetrics } from "../metrics.ts";
+import { setRestClientMetrics } from "../kube/rest_metrics.ts";
 import { configzBody } from "./configz.ts";
 import { zpagesFor } from "./zpages.ts";
 import { bindAddressesFor, localIPs } from "./bind_addresses.ts";
-import type { ApiFetch } from "./api_fetch.ts";
-import { type NodeEvent, postNodeEvent } from "./events.ts";
+import type { ApiFetch } from "../kube/api_fetch.ts";
+import { type NodeEvent, postNodeEvent } from "../kube/events.ts";
 import { ProxierHealthServer } from "./health.ts";
 
 /** The listeners of a server: its v1alpha2 CIDRs resolved on this host, or its one address. */

@@ -8,9 +8,9 @@
  *
  * @module
  */
-import { formatGoDuration } from "../net/duration.ts";
-import type { AgentConfig } from "./flags.ts";
-import { AGENT_RELEASE, KUBE_PROXY_COMPATIBLE } from "./flags/version.ts";
+import { formatGoDuration } from "../../net/duration.ts";
+import type { AgentConfig } from "../flags.ts";
+import { AGENT_RELEASE, KUBE_PROXY_COMPATIBLE } from "../flags/version.ts";
 
 const d = formatGoDuration;
 

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import { FakeApiServer, type KObject } from "../tests/fakeapi/server.ts";
+import { FakeApiServer, type KObject } from "../../tests/fakeapi/server.ts";
 import { ApiProbe } from "./api_probe.ts";
 import { type InformerHandlers, startProxyInformers, WatchSupervisor } from "./informers.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
 import { pagedList } from "./paged_list.ts";
-import { Logger } from "./log.ts";
+import { Logger } from "../log.ts";
 import { waitForSync } from "./testdata/informers_wait.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

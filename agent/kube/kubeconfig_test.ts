@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { FakeApiServer } from "../tests/fakeapi/server.ts";
+import { FakeApiServer } from "../../tests/fakeapi/server.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { KubeConfigError, loadKubeConfig } from "./kubeconfig.ts";
 import { TOKEN_REREAD_MS } from "./kube_credentials.ts";
@@ -134,7 +134,7 @@ Deno.test("in-cluster: an IPv6 host is bracketed; the token is re-read once a mi
   const { dir, sa } = serviceAccountDir(
     "first",
     Deno.readTextFileSync(
-      new URL("./testdata/tls/ca.crt", import.meta.url),
+      new URL("../testdata/tls/ca.crt", import.meta.url),
     ),
   );
   let now = 1_000_000;

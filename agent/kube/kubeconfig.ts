@@ -5,8 +5,8 @@
  * 3. else `--master` alone (no credentials), if given;
  * 4. else $KUBECONFIG (colon-separated files, merged first-wins) / ~/.kube/config.
  * `--master` then overrides the server URL of the selected cluster.
- * The files are read here (agent/kubeconfig_file.ts); @kubernetes/client-node is loaded only
- * for what it alone can do (see agent/kube_credentials.ts).
+ * The files are read here (agent/kube/kubeconfig_file.ts); @kubernetes/client-node is loaded only
+ * for what it alone can do (see agent/kube/kube_credentials.ts).
  * @module
  */
 import {
@@ -20,7 +20,7 @@ import {
   type SelectedConfig,
 } from "./kubeconfig_file.ts";
 import { clientNodeReason, credentialsFor, type KubeCredentials } from "./kube_credentials.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../log.ts";
 
 export { KubeConfigError };
 

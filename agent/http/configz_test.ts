@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { configzBody, effectiveConfiguration } from "./configz.ts";
-import { parseArgs } from "./flags.ts";
+import { parseArgs } from "../flags.ts";
 
 Deno.test("--write-config-to shape: a v1alpha1 KubeProxyConfiguration", () => {
   const cfg = parseArgs(["--cluster-cidr=198.18.1.0/24", "--min-sync-period=250ms", "--v=2"]);

@@ -7,7 +7,7 @@
  *
  * A cluster with `insecure-skip-tls-verify` over https cannot be expressed
  * with a Deno HTTP client: {@link ApiFetch.usable} says so, and callers go
- * through agent/client_node_fallback.ts there.
+ * through agent/kube/client_node_fallback.ts there.
  *
  * @module
  */

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { ApiFetch } from "./api_fetch.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
-import { Logger } from "./log.ts";
+import { Logger } from "../log.ts";
 import { fetchNode, type NodeBackoff, nodeHostIPs } from "./node_fetch.ts";
-import { FakeApiServer } from "../tests/fakeapi/server.ts";
+import { FakeApiServer } from "../../tests/fakeapi/server.ts";
 
 /** Upstream's six tries, at 10 ms instead of a second. */
 const FAST: NodeBackoff = { steps: 6, initialMs: 10, factor: 2, jitter: 0.2 };

@@ -12,7 +12,7 @@
  * @module
  */
 import type { ApiFetch } from "./api_fetch.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../log.ts";
 
 /** What an Event says. */
 export interface NodeEvent {

@@ -6,7 +6,7 @@
  * import alone costs tens of MB of memory. {@link ClientNodeCredentials} hands the rest to
  * client-node, loaded only then: exec plugins, auth-providers, impersonation, and https with
  * insecure-skip-tls-verify (a Deno HTTP client cannot skip verification; there the lists,
- * watches and probes also go through client-node, see agent/client_node_fallback.ts).
+ * watches and probes also go through client-node, see agent/kube/client_node_fallback.ts).
  *
  * @module
  */

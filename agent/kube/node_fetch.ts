@@ -10,10 +10,10 @@
  * @module
  */
 import { ApiFetch } from "./api_fetch.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../log.ts";
 import { httpStatus, timedRequest } from "./rest_metrics.ts";
 import { slimNode } from "./slim.ts";
-import type { V1Node } from "../proxier/k8s_types.ts";
+import type { V1Node } from "../../proxier/k8s_types.ts";
 
 /** Upstream's `wait.Backoff` for the Node: Steps 6, Duration 1 s, Factor 2, Jitter 0.2. */
 export interface NodeBackoff {

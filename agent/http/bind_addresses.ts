@@ -6,10 +6,10 @@
  *
  * @module
  */
-import type { BindCIDRs } from "./flags/types.ts";
-import { cidrContains as contains, parseCIDR } from "../net/cidr.ts";
-import { parseIP } from "../net/ip.ts";
-import { normalizeHostPort } from "./flags/values.ts";
+import type { BindCIDRs } from "../flags/types.ts";
+import { cidrContains as contains, parseCIDR } from "../../net/cidr.ts";
+import { parseIP } from "../../net/ip.ts";
+import { normalizeHostPort } from "../flags/values.ts";
 
 /** True when `ip` is inside `cidr` (same family only). */
 export function cidrContains(cidr: string, ip: string): boolean {

@@ -5,12 +5,12 @@
  * a list asking for it gets 504 "Too large resource version", a watch from it stays silent.
  */
 import assert from "node:assert/strict";
-import { FakeApiServer, type KObject } from "../tests/fakeapi/server.ts";
+import { FakeApiServer, type KObject } from "../../tests/fakeapi/server.ts";
 import { type InformerHandlers, WatchSupervisor } from "./informers.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
 import { pagedList } from "./paged_list.ts";
-import { Logger } from "./log.ts";
+import { Logger } from "../log.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -11,7 +11,7 @@ import {
   LABEL_HEADLESS,
   LABEL_SERVICE_NAME,
   LABEL_SERVICE_PROXY_NAME,
-} from "../proxier/k8s_types.ts";
+} from "../../proxier/k8s_types.ts";
 
 /** The annotation feeding the network programming latency metric. */
 const TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time";

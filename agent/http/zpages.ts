@@ -7,8 +7,8 @@
  *
  * @module
  */
-import { type AgentConfig, FLAGS } from "./flags.ts";
-import { AGENT_RELEASE, KUBE_PROXY_COMPATIBLE } from "./flags/version.ts";
+import { type AgentConfig, FLAGS } from "../flags.ts";
+import { AGENT_RELEASE, KUBE_PROXY_COMPATIBLE } from "../flags/version.ts";
 
 /** The component name the pages carry: upstream's, so that tools reading them still match. */
 const COMPONENT = "kube-proxy";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { nodeEligible, ProxierHealthServer, ServiceHealthServers } from "./health.ts";
-import { createMetrics } from "./metrics.ts";
-import { Logger } from "./log.ts";
+import { createMetrics } from "../metrics.ts";
+import { Logger } from "../log.ts";
 
 function clock(start = Date.UTC(2026, 10, 23, 0, 0, 0)) {
   let t = start;

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { FakeApiServer } from "../tests/fakeapi/server.ts";
+import { FakeApiServer } from "../../tests/fakeapi/server.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
 import { nodeEvent, postNodeEvent, postStartingEvent, startingEvent } from "./events.ts";
-import { Logger } from "./log.ts";
+import { Logger } from "../log.ts";
 
 Deno.test("the start-up Event is upstream's: reason Starting, action StartKubeProxy, the Node", () => {
   const e = startingEvent("node-a", new Date("2026-11-25T04:00:00.123Z"));

@@ -21,7 +21,7 @@
  * Objects are delivered as plain API JSON (list results are normalised to match watch events).
  * @module
  */
-import type { Logger } from "./log.ts";
+import type { Logger } from "../log.ts";
 import { NativeWatch } from "./native_watch.ts";
 import type { ApiFetch } from "./api_fetch.ts";
 import { pagedList } from "./paged_list.ts";

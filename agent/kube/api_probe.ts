@@ -7,7 +7,7 @@
  * @module
  */
 import type { ApiFetch } from "./api_fetch.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../log.ts";
 import { httpStatus, timedRequest } from "./rest_metrics.ts";
 
 /** The HTTP status an error carries, if any. */

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { parseArgs } from "./flags.ts";
-import { createMetrics, metricsHandler } from "./metrics.ts";
+import { parseArgs } from "../flags.ts";
+import { createMetrics, metricsHandler } from "../metrics.ts";
 import {
   acceptsPlainText,
   DELIMITERS,
