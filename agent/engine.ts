@@ -11,7 +11,7 @@
  * @module
  */
 import type { ProxyState, StaleReport } from "../proxier/model.ts";
-import type { ClusterState } from "../proxier/cluster_state.ts";
+import type { ClusterState, FamilySync } from "../proxier/cluster_state.ts";
 import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { Proxier, SyncResult } from "../proxier/nftables/proxier.ts";
 import { BoundedFrequencyRunner } from "../proxier/runner.ts";
@@ -20,12 +20,25 @@ import type { Logger } from "./log.ts";
 import { familyLabel, IP_FAMILIES, type IpFamily } from "../net/family.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { ServiceTallies } from "./service_tallies.ts";
+import type { NftNotification } from "../ffi/nftables/netlink/notify.ts";
+import { touchedBy } from "../proxier/nftables/foreign.ts";
+import { TABLE } from "../proxier/nftables/names.ts";
 import type {
   HealthNode,
   ProxierHealthServer,
   ServiceHealthEntry,
   ServiceHealthServers,
 } from "./http/health.ts";
+
+/**
+ * Something that follows each family's sync from the state it applied (the localhost NodePort
+ * proxy). Called once per family per round, whatever the sync's outcome; it must return at
+ * once and do its work later, so it never delays a sync.
+ */
+export interface SyncFollower {
+  /** `full`: a node change or the family's first sync, so every service port may have changed. */
+  followSync(family: IpFamily, sync: FamilySync, full: boolean): void;
+}
 
 /** Settings and collaborators of a {@link SyncEngine}. */
 export interface EngineOptions {
@@ -34,6 +47,17 @@ export interface EngineOptions {
   proxiers: Partial<Record<IpFamily, Proxier>>;
   minSyncPeriodMs: number;
   syncPeriodMs: number;
+  /**
+   * The one clock of the periodic check of the whole ruleset against the
+   * kernel (--full-sync-period, default 1 h, as upstream's periodic full resync).
+   */
+  fullCheckPeriodMs?: number;
+  /**
+   * nftables change notifications reach {@link SyncEngine.recordForeign}: the
+   * idle --sync-period tick then checks nothing. Without them it compares the
+   * whole ruleset with the kernel, as before.
+   */
+  monitored?: boolean;
   log: Logger;
   metrics?: ProxyMetrics;
   health?: ProxierHealthServer;
@@ -48,6 +72,8 @@ export interface EngineOptions {
    * active": the rules that served them never went away.
    */
   adopted?: boolean;
+  /** Told after each family's sync what it applied (see {@link SyncFollower}). */
+  follower?: SyncFollower;
   /** Called after each completed sync with its number and the results of the families it synced. */
   onSync?: (n: number, results: Partial<Record<IpFamily, SyncResult>>) => void;
 }
@@ -64,8 +90,12 @@ export interface SyncRound {
   failure?: unknown;
 }
 
+/** NFPROTO_* numbers of the families' tables (notifications name them so). */
+const NFPROTO_IPV4 = 2, NFPROTO_IPV6 = 10;
+
 function emptyStale(r: StaleReport): boolean {
-  return r.servicesWithNewEndpoints.length === 0 && r.deletedEndpoints.length === 0;
+  return r.servicesWithNewEndpoints.length === 0 && r.deletedEndpoints.length === 0 &&
+    !r.deletedServices?.length;
 }
 
 /** The agent's sync loop. */
@@ -89,6 +119,7 @@ export class SyncEngine {
   #stopped = false;
   /** When the whole ruleset was last compared with the kernel (the first sync does it). */
   #lastCheckAt = Date.now();
+  #monitored: boolean;
   /** Completed syncs (for tests and logs). */
   syncs = 0;
   /** The last sync's per-family results. */
@@ -96,6 +127,7 @@ export class SyncEngine {
 
   constructor(opts: EngineOptions) {
     this.#o = opts;
+    this.#monitored = opts.monitored ?? false;
     this.#families = IP_FAMILIES.filter((f) => opts.proxiers[f] !== undefined);
     for (const f of this.#families) this.#firstSync.add(f);
     this.#runner = new BoundedFrequencyRunner(() => this.#tick(), {
@@ -169,6 +201,50 @@ export class SyncEngine {
     return this.#synced.size === 2;
   }
 
+  /**
+   * Another program's nftables changes (one receive of notifications): the
+   * families whose table they touched check and repair just those objects.
+   */
+  recordForeign(msgs: readonly NftNotification[]): void {
+    let any = false;
+    for (const f of this.#families) {
+      const t = touchedBy(msgs, f === 4 ? NFPROTO_IPV4 : NFPROTO_IPV6, TABLE);
+      if (t === undefined) continue;
+      any = true;
+      this.#o.proxiers[f]!.noteForeign(t);
+      this.#o.log.v(2)?.info(
+        "Another program changed our nftables table; checking what it touched",
+        {
+          ipFamily: familyLabel(f),
+          by: [...t.by].join(", "),
+          table: t.table,
+          chains: t.chains.size,
+          sets: t.sets.size,
+          elementsOf: [...t.elements].slice(0, 5).join(", "),
+        },
+      );
+    }
+    if (any) this.#runner.run();
+  }
+
+  /** Notifications were lost (the socket overran): compare everything once. */
+  recordOverrun(): void {
+    this.#o.log.warn("nftables change notifications overran; checking the whole ruleset");
+    for (const f of this.#families) {
+      this.#o.proxiers[f]!.requestFullSync("nftables notifications overran");
+    }
+    this.#runner.run();
+  }
+
+  /** The notifications stopped: fall back to comparing the ruleset on idle ticks. */
+  monitorLost(err: Error): void {
+    this.#o.log.error(
+      "nftables change notifications stopped; checking the whole ruleset every --sync-period instead",
+      err,
+    );
+    this.#monitored = false;
+  }
+
   /** Requests a sync now (subject to the rate limit). */
   requestSync(): void {
     this.#runner.run();
@@ -209,17 +285,20 @@ export class SyncEngine {
 
   /** Whether this sync also compares the whole ruleset with the kernel (and asks for it). */
   #verifying(input: ReturnType<ClusterState["apply"]>, nodeChanged: boolean): boolean {
-    // The runner's --sync-period tick, with nothing to apply: compare the whole ruleset with what
-    // was written, so another program's deletions or flushes are repaired within one period.
-    const idle = !nodeChanged &&
-      this.#families.every((f) =>
-        input.families[f].changed.size === 0 && input.families[f].deleted.size === 0
-      );
-    // Under constant churn no sync is idle: check anyway every ten periods.
     const since = Date.now() - this.#lastCheckAt;
-    const period = this.#o.syncPeriodMs;
-    const verifying = this.#firstSync.size === 0 &&
-      ((idle && since >= period * 0.9) || since >= period * 10);
+    let due = since >= (this.#o.fullCheckPeriodMs ?? 3_600_000);
+    if (!this.#monitored) {
+      // No notifications: the --sync-period tick with nothing to apply compares the whole
+      // ruleset, so another program's changes are repaired within one period; under constant
+      // churn no sync is idle, so check anyway every ten periods.
+      const idle = !nodeChanged &&
+        this.#families.every((f) =>
+          input.families[f].changed.size === 0 && input.families[f].deleted.size === 0
+        );
+      const period = this.#o.syncPeriodMs;
+      due ||= (idle && since >= period * 0.9) || since >= period * 10;
+    }
+    const verifying = this.#firstSync.size === 0 && due;
     if (verifying) {
       this.#lastCheckAt = Date.now();
       for (const f of this.#families) {
@@ -241,7 +320,7 @@ export class SyncEngine {
     metrics?.serviceChangesPending.set(0);
     metrics?.endpointChangesPending.set(0);
     const nodeChanged = input.nodeChanged || input.serviceCIDRsChanged;
-    const verifying = this.#verifying(input, nodeChanged);
+    this.#verifying(input, nodeChanged);
     const round: SyncRound = { results: {}, again: false };
     for (const f of this.#families) {
       const fam = input.families[f];
@@ -254,13 +333,15 @@ export class SyncEngine {
         // The proxier forces its next sync full; the other family still syncs.
         round.failure ??= err;
         continue;
+      } finally {
+        this.#o.follower?.followSync(f, fam, nodeChanged || this.#firstSync.has(f));
       }
       if (res.preempted) {
         round.again = true;
         continue;
       }
       this.lastResults[f] = round.results[f] = res;
-      this.#committed(f, res, fam.state, input.triggerTimes, verifying);
+      this.#committed(f, res, fam.state, input.triggerTimes);
       log.v(2)?.info("SyncProxyRules complete", {
         ipFamily: familyLabel(f),
         full: res.full,
@@ -292,19 +373,18 @@ export class SyncEngine {
     return round;
   }
 
-  /** Metrics and health after a family's commit; a periodic check's drift is a repair. */
+  /** Metrics and health after a family's commit; a check's drift is a repair. */
   #committed(
     f: IpFamily,
     res: SyncResult,
     s: ProxyState,
     triggerTimes: readonly number[],
-    verifying: boolean,
   ): void {
     const { metrics, health, log } = this.#o;
     const l = { ip_family: familyLabel(f) };
     // Only what the kernel had unlike the written state is a repair: stale chains deleted or
     // changes applied by the same sync are not.
-    if (verifying && res.full && (res.drift?.count ?? 0) > 0) {
+    if ((res.drift?.count ?? 0) > 0) {
       metrics?.nftablesRepairsTotal.inc(l);
       log.warn(
         "Rules differed from what this agent wrote (another program changed them); restored",
@@ -339,7 +419,7 @@ export class SyncEngine {
     if (this.#firstSync.has(f) && this.#o.adopted) {
       // After a restart every service looks newly active; flushing their
       // flows would cut healthy clients. The reconciler handles real staleness.
-      report = { servicesWithNewEndpoints: [], deletedEndpoints: report.deletedEndpoints };
+      report = { ...report, servicesWithNewEndpoints: [] };
     }
     if (emptyStale(report)) return;
     try {

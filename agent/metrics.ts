@@ -76,6 +76,10 @@ export interface ProxyMetrics {
   proxyHealthzTotal: Counter<"code">;
   /** kubeproxy_proxy_livez_total{code}. */
   proxyLivezTotal: Counter<"code">;
+  /** kubeproxy_nftables_localhost_nodeport_listeners{ip_family} (KEP-6032). */
+  localhostNodePortListeners: Gauge<"ip_family">;
+  /** kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total{ip_family}. */
+  localhostNodePortListenerCreationFailuresTotal: Counter<"ip_family">;
   /** kube_nft_proxy_nftables_repairs_total{ip_family} (ours): periodic checks that rewrote rules. */
   nftablesRepairsTotal: Counter<"ip_family">;
   /** rest_client_requests_total and rest_client_request_duration_seconds (client-go's). */
@@ -179,6 +183,14 @@ export function createMetrics(): ProxyMetrics {
       labelNames: ["code"] as const,
       registers,
     }),
+    localhostNodePortListeners: famGauge(
+      "kubeproxy_nftables_localhost_nodeport_listeners",
+      "Number of active localhost NodePort listeners",
+    ),
+    localhostNodePortListenerCreationFailuresTotal: famCounter(
+      "kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total",
+      "Cumulative localhost NodePort listener creation failures",
+    ),
     nftablesRepairsTotal: famCounter(
       "kube_nft_proxy_nftables_repairs_total",
       "Periodic checks (every sync period) that found the ruleset changed by another program and restored it",

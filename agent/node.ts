@@ -15,14 +15,18 @@ import type { ProxyMetrics } from "./metrics.ts";
 import type { ProxierHealthServer, ServiceHealthServers } from "./http/health.ts";
 import type { ProxyInformerHandlers } from "./kube/informers.ts";
 import { type EngineOptions, SyncEngine } from "./engine.ts";
+import type { HostAddressSource } from "./host_addresses.ts";
 import { nodeHostIPs } from "./kube/node_fetch.ts";
+import type { NetOps } from "./localhost/listener.ts";
+import { LocalhostProxy } from "./localhost/proxy.ts";
+import { localhostFamilies, loopbackSelection } from "./localhost/selection.ts";
 import type { ConntrackRunner } from "../conntrack/runner.ts";
 import type { NftablesClient } from "../ffi/nftables/types.ts";
 import { ClusterState } from "../proxier/cluster_state.ts";
 import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { ProxierConfig } from "../proxier/model.ts";
 import { Proxier, type ProxierOptions } from "../proxier/nftables/proxier.ts";
-import { familyOfText, IP_FAMILIES, type IpFamily } from "../net/family.ts";
+import { familyLabel, familyOfText, IP_FAMILIES, type IpFamily } from "../net/family.ts";
 import type { LogFn } from "../net/log.ts";
 
 /** Maps the agent's flags to the rule builder's settings. */
@@ -80,6 +84,11 @@ export interface NodeClients {
   nftables(family: IpFamily): NftablesClient;
   /** The stale-flow cleanup and the reconcile; none in a dry run. */
   conntrack?: ConntrackRunner;
+  /**
+   * This host's interface addresses, which nodePortAddresses CIDRs select from; a change asks
+   * for a sync. None (dry runs, goldens): CIDRs select among the Node object's addresses.
+   */
+  hostAddresses?: HostAddressSource;
 }
 
 /** Settings of {@link buildNode} that do not come from the flags. */
@@ -98,6 +107,8 @@ export interface NodeOptions {
   onSync?: EngineOptions["onSync"];
   /** Rule settings for callers that build states rather than flags (goldens, benchmarks). */
   rules?: ProxierConfig;
+  /** Binds and dials for the localhost NodePort proxy (unit tests pass a fake); Deno's TCP by default. */
+  localhostNet?: NetOps;
   /** Proxier knobs tests turn: a clock, transaction size, memory trimming. */
   proxier?: Pick<ProxierOptions, "now" | "maxOpsPerTransaction" | "trimMemory" | "yieldEveryMs">;
 }
@@ -111,6 +122,8 @@ export interface ProxyNode {
   readonly clients: Partial<Record<IpFamily, NftablesClient>>;
   /** Our table was found at start-up: a restart, whose first sync adopts it. */
   readonly adopted: boolean;
+  /** The localhost NodePort proxy; it serves no family unless nodePortAddresses selects loopback. */
+  readonly localhost: LocalhostProxy;
   /** Stops the engine (rules stay) and releases the conntrack runner and the clients. */
   close(): Promise<void>;
 }
@@ -141,13 +154,30 @@ export async function buildNode(
       ...opts.proxier,
       client,
       config: rules,
-      fullSyncPeriodMs: cfg.fullSyncPeriodMs,
       // A long full sync steps aside for a change waiting behind it.
       shouldYield: () => state.hasPendingChanges(),
+      hostAddresses: () => clients.hostAddresses?.current(),
       log,
     });
   }
   const adopted = opts.adopted ?? found;
+  // Read from this start's flags alone, whatever the previous run had (kubernetes issue 142183),
+  // and never in a dry run, which must not bind ports.
+  const localhost = new LocalhostProxy({
+    families: cfg.dryRun ? [] : localhostFamilies(
+      loopbackSelection(cfg.nodePortAddresses),
+      cfg.gates.localhostNodePorts,
+      opts.families,
+    ),
+    log: opts.log,
+    metrics: opts.metrics,
+    net: opts.localhostNet,
+  });
+  if (localhost.families.length > 0) {
+    opts.log.info("Serving NodePorts on localhost through a userspace proxy (KEP-6032)", {
+      ipFamilies: localhost.families.map(familyLabel),
+    });
+  }
   const engine = new SyncEngine({
     state,
     proxiers,
@@ -161,15 +191,20 @@ export async function buildNode(
     reconcilePeriodMs: cfg.conntrackReconcilerPeriodMs,
     adopted,
     onSync: opts.onSync,
+    follower: localhost.families.length > 0 ? localhost : undefined,
   });
+  clients.hostAddresses?.watch(() => engine.requestSync());
   return {
     state,
     engine,
     proxiers,
     clients: nft,
     adopted,
+    localhost,
     async close() {
+      clients.hostAddresses?.close();
       await engine.stop();
+      localhost.close();
       clients.conntrack?.close();
       for (const c of Object.values(nft)) c.close();
     },

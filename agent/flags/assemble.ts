@@ -66,12 +66,6 @@ function serverAddress(
   return normalizeHostPort(addr ?? defaultHost, deprecatedPort ?? defaultPort);
 }
 
-/** Why the KubeProxyNFTablesLocalhostNodePorts gate changes nothing yet. */
-export const LOCALHOST_NODEPORTS = "feature gate KubeProxyNFTablesLocalhostNodePorts is on, but " +
-  "kube-nft-proxy does not implement its userspace proxy for localhost NodePorts yet: NodePorts " +
-  "do not answer on 127.0.0.1 or ::1, even when nodePortAddresses includes localhost; reach " +
-  "them on a node IP";
-
 /** The gates of `s`, through upstream's SetFromMap; its errors are fatal. */
 function featureGates(s: Settings, warnings: string[]) {
   const given = s.featureGates ?? {};
@@ -81,15 +75,7 @@ function featureGates(s: Settings, warnings: string[]) {
     throw new UsageError(`--feature-gates / featureGates: ${aggregate(r.errors)}`);
   }
   warnings.push(...r.warnings);
-  const gates = proxyGates(r.enabled);
-  const loopback = (s.nodePortAddresses ?? []).some((a) =>
-    a === "localhost" || a.startsWith("127.") || a === "::1/128"
-  );
-  if (gates.localhostNodePorts && (given.KubeProxyNFTablesLocalhostNodePorts || loopback)) {
-    // Said once, at start-up, with the other findings.
-    warnings.push(LOCALHOST_NODEPORTS);
-  }
-  return { featureGates: given, gates };
+  return { featureGates: given, gates: proxyGates(r.enabled) };
 }
 
 function finish(

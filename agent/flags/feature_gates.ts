@@ -108,7 +108,7 @@ export function gateEnabled(enabled: Readonly<Record<string, boolean>>, name: st
 export interface ProxyGates {
   /** AllowServiceExternalIPs: program Services' externalIPs. */
   allowServiceExternalIPs: boolean;
-  /** KubeProxyNFTablesLocalhostNodePorts (accepted; the localhost proxy is not built). */
+  /** KubeProxyNFTablesLocalhostNodePorts: the userspace proxy for localhost NodePorts (agent/localhost/). */
   localhostNodePorts: boolean;
   /** ComponentStatusz: serve /statusz on the metrics port. */
   componentStatusz: boolean;

@@ -8,7 +8,6 @@ import {
   resolveGates,
 } from "./feature_gates.ts";
 import { KNOWN_GATES, PROXY_GATES } from "./gate_table.ts";
-import { LOCALHOST_NODEPORTS } from "./assemble.ts";
 
 const fails = (argv: string[], message: string, file?: string) =>
   assert.throws(() => parseArgs(argv, () => file ?? ""), (e) => {
@@ -146,17 +145,13 @@ featureGates:
   assert.equal(parseArgs(["--version", "--feature-gates=Bogus=true"]).version, true);
 });
 
-Deno.test("KubeProxyNFTablesLocalhostNodePorts: accepted, and says once that it is not built", () => {
-  assert.ok(!parseArgs([]).warnings.includes(LOCALHOST_NODEPORTS));
-  const on = parseArgs(["--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true"]);
-  assert.equal(on.warnings.filter((w) => w === LOCALHOST_NODEPORTS).length, 1);
-  assert.match(LOCALHOST_NODEPORTS, /do not answer on 127\.0\.0\.1 or ::1/);
+Deno.test("KubeProxyNFTablesLocalhostNodePorts: beta and on by default (1.38); off turns the proxy off", () => {
+  assert.equal(parseArgs([]).gates.localhostNodePorts, true);
   const lo = parseArgs(["--nodeport-addresses=127.0.0.0/8"]);
-  assert.ok(lo.warnings.includes(LOCALHOST_NODEPORTS));
+  assert.ok(!lo.warnings.some((w) => w.includes("KubeProxyNFTablesLocalhostNodePorts")));
   const off = parseArgs([
     "--nodeport-addresses=127.0.0.0/8",
     "--feature-gates=KubeProxyNFTablesLocalhostNodePorts=false",
   ]);
-  assert.ok(!off.warnings.includes(LOCALHOST_NODEPORTS));
   assert.equal(off.gates.localhostNodePorts, false);
 });
