@@ -21,7 +21,9 @@ export type CleanupReason =
   | "newly-active-frontend"
   | "newly-active-nodeport"
   | "removed-endpoint"
-  | "removed-endpoint-nodeport";
+  | "removed-endpoint-nodeport"
+  | "deleted-service"
+  | "deleted-service-nodeport";
 
 /** The report of one sync, as per-entry lookups for one family. */
 export interface StaleFilters {
@@ -34,6 +36,10 @@ export interface StaleFilters {
   removed: Map<string, Map<number, Set<string>>>;
   /** NodePort -> endpoint IPs that went away. */
   removedNodePorts: Map<number, Set<string>>;
+  /** Frontend IP -> ports of deleted UDP service ports: every flow goes, DNATed or not. */
+  deletedFrontends: Map<string, Set<number>>;
+  /** NodePorts of deleted UDP service ports. */
+  deletedNodePorts: Set<number>;
   /** Addresses NodePorts are served on, or null for any (upstream's behaviour). */
   nodePortIPs: Set<string> | null;
 }
@@ -67,6 +73,12 @@ function frontendIPs(svc: ServicePortInfo): string[] {
     .map((ip) => mustCanonical(ip, `frontend of ${svc.id}`));
 }
 
+function addPort(m: Map<string, Set<number>>, ip: string, port: number): void {
+  let ports = m.get(ip);
+  if (ports === undefined) m.set(ip, ports = new Set());
+  ports.add(port);
+}
+
 function addNested(m: Map<string, Map<number, Set<string>>>, ip: string, port: number, ep: string) {
   let ports = m.get(ip);
   if (ports === undefined) m.set(ip, ports = new Map());
@@ -87,6 +99,8 @@ export function staleFilters(
     newlyActiveNodePorts: new Set(),
     removed: new Map(),
     removedNodePorts: new Map(),
+    deletedFrontends: new Map(),
+    deletedNodePorts: new Set(),
     nodePortIPs: opts.nodePortIPs === undefined
       ? null
       : new Set(opts.nodePortIPs.map((ip) => mustCanonical(ip, "NodePort address"))),
@@ -96,12 +110,15 @@ export function staleFilters(
     if (!ours(svc)) continue;
     // Flows created while the service had no endpoints were never DNATed and would
     // keep bypassing the new rules: flush every flow to its frontends.
-    for (const ip of frontendIPs(svc)) {
-      let ports = f.newlyActive.get(ip);
-      if (ports === undefined) f.newlyActive.set(ip, ports = new Set());
-      ports.add(svc.port);
-    }
+    for (const ip of frontendIPs(svc)) addPort(f.newlyActive, ip, svc.port);
     if (svc.nodePort !== 0) f.newlyActiveNodePorts.add(svc.nodePort);
+  }
+  for (const svc of report.deletedServices ?? []) {
+    if (!ours(svc)) continue;
+    // Gone for good: a flow to one of its frontends, DNATed to any endpoint (or to none),
+    // would keep a client on an address that may already serve someone else.
+    for (const ip of frontendIPs(svc)) addPort(f.deletedFrontends, ip, svc.port);
+    if (svc.nodePort !== 0) f.deletedNodePorts.add(svc.nodePort);
   }
   for (const { service: svc, ip } of report.deletedEndpoints) {
     if (!ours(svc)) continue;
@@ -120,7 +137,7 @@ export function staleFilters(
 /** Whether the filters can match anything at all. */
 export function filtersEmpty(f: StaleFilters): boolean {
   return f.newlyActive.size === 0 && f.newlyActiveNodePorts.size === 0 && f.removed.size === 0 &&
-    f.removedNodePorts.size === 0;
+    f.removedNodePorts.size === 0 && f.deletedFrontends.size === 0 && f.deletedNodePorts.size === 0;
 }
 
 /** Tests one UDP entry against the filters; returns the first matching reason. */
@@ -130,10 +147,12 @@ export function matchStale(
 ): CleanupReason | undefined {
   if (f.newlyActive.get(e.origDst)?.has(e.origDport)) return "newly-active-frontend";
   if (f.removed.get(e.origDst)?.get(e.origDport)?.has(e.replySrc)) return "removed-endpoint";
+  if (f.deletedFrontends.get(e.origDst)?.has(e.origDport)) return "deleted-service";
   const local = f.nodePortIPs === null || f.nodePortIPs.has(e.origDst);
   if (!local) return undefined;
   if (f.newlyActiveNodePorts.has(e.origDport)) return "newly-active-nodeport";
   if (f.removedNodePorts.get(e.origDport)?.has(e.replySrc)) return "removed-endpoint-nodeport";
+  if (f.deletedNodePorts.has(e.origDport)) return "deleted-service-nodeport";
   return undefined;
 }
 
@@ -155,6 +174,8 @@ export function cleanupStale(
     "newly-active-nodeport": 0,
     "removed-endpoint": 0,
     "removed-endpoint-nodeport": 0,
+    "deleted-service": 0,
+    "deleted-service-nodeport": 0,
   };
   const doomed: ConntrackEntry[] = [];
   const dump = filtersEmpty(f) ? { count: 0, interrupted: false } : client.dump(family, (e) => {

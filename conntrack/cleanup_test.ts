@@ -133,3 +133,39 @@ Deno.test("staleFilters names the bad address", () => {
     /removed endpoint of dns "not-an-ip" is not an IP address/,
   );
 });
+
+Deno.test("cleanup deletes every flow to a deleted UDP service's frontends and NodePort", () => {
+  const report: StaleReport = {
+    servicesWithNewEndpoints: [],
+    deletedEndpoints: [],
+    deletedServices: [DNS],
+  };
+  const { res, gone } = run(report, [
+    flow(1, "198.19.0.10", 53, "198.18.1.1"), // ClusterIP, DNATed to a former endpoint
+    flow(2, "198.19.0.10", 53), // ClusterIP, never DNATed
+    flow(3, "198.18.50.1", 53, "198.18.1.7"), // ExternalIP, an endpoint that stopped long ago
+    flow(4, "198.18.60.1", 53, "198.18.1.1"), // LB IP
+    flow(5, "198.18.100.1", 30053, "198.18.1.1"), // NodePort
+    flow(6, "198.19.0.10", 54, "198.18.1.1"), // another port of the ClusterIP: kept
+    flow(7, "198.19.0.11", 53, "198.18.1.1"), // another Service: kept
+    { ...flow(8, "198.19.0.10", 53, "198.18.1.1"), proto: PROTO_TCP }, // TCP: kept
+  ]);
+  assert.deepEqual(gone, [1, 2, 3, 4, 5]);
+  assert.equal(res.byReason["deleted-service"], 4);
+  assert.equal(res.byReason["deleted-service-nodeport"], 1);
+});
+
+Deno.test("cleanup of a deleted service: NodePort flows only to NodePort addresses when given", () => {
+  const report: StaleReport = {
+    servicesWithNewEndpoints: [],
+    deletedEndpoints: [],
+    deletedServices: [DNS, svc("tcp", "198.19.0.12", 80, { protocol: "TCP", nodePort: 30080 })],
+  };
+  const { gone } = run(report, [
+    flow(1, "198.18.100.1", 30053, "198.18.1.1"), // a NodePort address
+    flow(2, "198.18.200.9", 30053, "198.18.200.9"), // elsewhere: not NodePort traffic
+    flow(3, "198.19.0.12", 80, "198.18.1.1"), // a deleted TCP service: not ours to clean
+    flow(4, "198.18.100.1", 30080, "198.18.1.1"),
+  ], ["198.18.100.1"]);
+  assert.deepEqual(gone, [1]);
+});

@@ -43,6 +43,7 @@ import {
   sameEndpoints,
   type ServiceEndpoints,
 } from "./endpoints_tracker.ts";
+import { unclaimedDeleted } from "./stale_services.ts";
 
 /** What one family's sync needs from an apply. */
 export interface FamilySync {
@@ -310,7 +311,7 @@ export class ClusterState {
     const fam = (): Omit<FamilySync, "state"> => ({
       changed: new Set(),
       deleted: new Set(),
-      stale: { servicesWithNewEndpoints: [], deletedEndpoints: [] },
+      stale: { servicesWithNewEndpoints: [], deletedEndpoints: [], deletedServices: [] },
     });
     const families: Record<IpFamily, Omit<FamilySync, "state">> = { 4: fam(), 6: fam() };
 
@@ -331,6 +332,11 @@ export class ClusterState {
         const eps = newEps.get(portKey(p.family, p.portName, p.protocol));
         this.#applyPort(families[p.family], p.family, p.id, p, eps);
       }
+    }
+
+    for (const f of [4, 6] as const) {
+      const st = families[f].stale;
+      st.deletedServices = unclaimedDeleted(st.deletedServices!, this.#svcMaps[f].values());
     }
 
     let nodeChanged = false;
@@ -407,6 +413,11 @@ export class ClusterState {
           out.stale.deletedEndpoints.push({ service: oldSvc, ip: e.ip, port: e.port });
         }
       }
+    }
+    // A UDP port gone (or no longer UDP): every flow to its frontends goes, not only those
+    // DNATed to an endpoint that served until now (upstream #141371).
+    if (oldSvc?.protocol === "UDP" && svc?.protocol !== "UDP") {
+      out.stale.deletedServices!.push(oldSvc);
     }
     if (svc && isStaleProtocol(svc) && eps?.some((e) => e.serving)) {
       // A protocol change counts as "had none": the old endpoints served another protocol.

@@ -386,6 +386,39 @@ Deno.test("apply: the stale report carries the service as it was", () => {
   assert.equal(d[0].service.clusterIP, "198.18.100.7");
 });
 
+Deno.test("apply: a deleted UDP service port is reported whole, scaled-to-zero or not", () => {
+  const { cs } = newState();
+  const deleted = (r: ReturnType<ClusterState["apply"]>) =>
+    (r.families[4].stale.deletedServices ?? []).map((s) => `${s.id}@${s.clusterIP}`);
+  cs.updateService(null, svc("u", { ips: ["198.18.100.7"] }));
+  cs.updateService(null, svc("t", { ips: ["198.18.100.8"], protocol: "TCP" }));
+  cs.updateService(null, svc("z", { ips: ["198.18.100.9"] }));
+  cs.updateEndpointSlice(null, slice("u-1", "u", [ep("198.18.1.1")]));
+  assert.deepEqual(deleted(cs.apply()), []);
+  // Scaling to zero is not a deletion: the removed endpoint is reported instead.
+  cs.updateEndpointSlice(slice("u-1", "u", [ep("198.18.1.1")]), null);
+  let r = cs.apply();
+  assert.deepEqual(deleted(r), []);
+  assert.deepEqual(r.families[4].stale.deletedEndpoints.map((d) => d.ip), ["198.18.1.1"]);
+  // Deleted with no endpoints at all (no deleted endpoint to go on), and a TCP one: only UDP.
+  cs.updateService(svc("u", { ips: ["198.18.100.7"] }), null);
+  cs.updateService(svc("t", { ips: ["198.18.100.8"], protocol: "TCP" }), null);
+  assert.deepEqual(deleted(cs.apply()), ["ns/u:p@198.18.100.7"]);
+  // A port that stops being UDP counts as a deleted UDP port.
+  cs.updateService(
+    svc("z", { ips: ["198.18.100.9"] }),
+    svc("z", { ips: ["198.18.100.9"], protocol: "TCP" }),
+  );
+  assert.deepEqual(deleted(cs.apply()), ["ns/z:p@198.18.100.9"]);
+  // Deleted and its ClusterIP taken by a new UDP service in the same sync: nothing to flush.
+  cs.updateService(null, svc("v", { ips: ["198.18.100.10"] }));
+  cs.apply();
+  cs.updateService(svc("v", { ips: ["198.18.100.10"] }), null);
+  cs.updateService(null, svc("w", { ips: ["198.18.100.10"] }));
+  r = cs.apply();
+  assert.deepEqual(deleted(r), []);
+});
+
 Deno.test("node: primary IPs, podCIDRs, nodeChanged", () => {
   const { cs, lines } = newState();
   let r = cs.apply();

@@ -80,7 +80,7 @@ export interface ProxierConfig {
   /** Bit of the packet mark used to flag masquerade (0-31, default 14). */
   masqueradeBit: number;
   localDetector: LocalDetector;
-  /** CIDRs and/or the word "primary"; empty means ["primary"]. */
+  /** CIDRs and the keywords "primary", "localhost", "all" (net/nodeport_addresses.ts); [] = primary. */
   nodePortAddresses: string[];
 }
 
@@ -106,4 +106,11 @@ export interface StaleReport {
   servicesWithNewEndpoints: ServicePortInfo[];
   /** Endpoints that went away (or stopped serving), with the service port they belonged to. */
   deletedEndpoints: { service: ServicePortInfo; ip: string; port: number }[];
+  /**
+   * UDP service ports that are gone (Service deleted, port removed, or no longer UDP), as they
+   * were: every UDP flow to their frontend IP:ports and NodePort goes (upstream #141371, 1.38).
+   * Frontends and NodePorts a current UDP service port claims are already taken out.
+   * Omitted: none.
+   */
+  deletedServices?: ServicePortInfo[];
 }

@@ -111,7 +111,7 @@ const STALE_RETRY_MS = 60_000;
 const TRIM_AFTER_OPS = 20_000;
 
 function emptyStale(): StaleReport {
-  return { servicesWithNewEndpoints: [], deletedEndpoints: [] };
+  return { servicesWithNewEndpoints: [], deletedEndpoints: [], deletedServices: [] };
 }
 
 /** One family's proxier. */
@@ -385,6 +385,9 @@ export class Proxier {
     }
     if (r.deletedEndpoints.length > 0) {
       this.pendingStale.deletedEndpoints.push(...r.deletedEndpoints);
+    }
+    if (r.deletedServices?.length) {
+      (this.pendingStale.deletedServices ??= []).push(...r.deletedServices);
     }
   }
 
