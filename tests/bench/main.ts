@@ -9,7 +9,8 @@
  * in memory and on the kernel, alone), `--only=a,b` with names from: agent,
  * sync, chunk, upstream, elements, conntrack, reconcile; `--sizes=30000x10,...`
  * keeps only the jobs of those sizes; `--json=FILE` also writes every result
- * line to FILE.
+ * line to FILE. Every run's lines also go to `.bench/<UTC time>.jsonl`, which
+ * `deno task plot` draws by default.
  *
  * Needs root (network namespaces).
  *
@@ -198,7 +199,7 @@ function fmt(v: unknown): string {
 
 /** Renders result lines as a text table. */
 export function table(lines: Line[]): string {
-  const skip = new Set(["bench", "label"]);
+  const skip = new Set(["bench", "label", "series"]);
   const rows = lines.map((l) => {
     const rest = Object.entries(l).filter(([k]) => !skip.has(k)).map(([k, v]) => `${k}=${fmt(v)}`);
     return [String(l.label ?? ""), String(l.bench ?? ""), rest.join(" ")];
@@ -267,10 +268,12 @@ if (import.meta.main) {
   console.log("");
   for (const r of ratios(all, upstreamErrors)) console.log(r);
   for (const n of notes) console.log(`note: ${n}`);
-  if (jsonFile) {
-    Deno.writeTextFileSync(
-      jsonFile,
-      all.map((l) => JSON.stringify(l)).join("\n") + "\n",
-    );
+  const jsonl = all.map((l) => JSON.stringify(l)).join("\n") + "\n";
+  if (jsonFile) Deno.writeTextFileSync(jsonFile, jsonl);
+  if (all.length > 0) {
+    const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+    Deno.mkdirSync(`${repoRoot}/.bench`, { recursive: true });
+    Deno.writeTextFileSync(`${repoRoot}/.bench/${stamp}.jsonl`, jsonl);
+    console.log(`results: .bench/${stamp}.jsonl (deno task plot draws the newest)`);
   }
 }

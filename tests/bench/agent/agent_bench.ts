@@ -12,7 +12,9 @@
  *   endpoint (each change on its own, spaced past --min-sync-period);
  * - `agent-churn`: rolling-update EndpointSlice rewrites plus Service creates, deletes and port
  *   changes at a fixed rate; latency of tracked changes, failed probes to unchanged Services,
- *   the agent's CPU share, its pending-change backlog and RSS over time.
+ *   the agent's CPU share, its pending-change backlog and RSS over time; `series` holds each
+ *   tracked change's latency and each RSS sample with its time since the churn began (for
+ *   `deno task plot`).
  *
  * Runs INSIDE the node namespace the driver (tests/bench/main.ts) made, and refuses otherwise.
  * Usage: agent_bench.ts --services N --eps E [--churn-seconds S] [--churn-rate R]
@@ -248,6 +250,7 @@ async function main(): Promise<void> {
       p50ms: round(quantile(epLat, 0.5)),
       maxms: round(Math.max(...epLat)),
       n: epLat.length,
+      allms: epLat.map(round),
     });
     const svcLat: number[] = [];
     for (let k = 0; k < 5; k++) {
@@ -265,6 +268,7 @@ async function main(): Promise<void> {
       p50ms: round(quantile(svcLat, 0.5)),
       maxms: round(Math.max(...svcLat)),
       n: svcLat.length,
+      allms: svcLat.map(round),
     });
 
     // --- churn
@@ -333,6 +337,9 @@ async function churn(o: ChurnOptions): Promise<Record<string, unknown>> {
   const portChanged = new Set<number>();
   let writes = 0, steps = 0;
   const lat: number[] = [];
+  // The time series behind the summary, for plots: [seconds since the churn began, value].
+  const latAt: [number, number][] = [];
+  const rssAt: [number, number][] = [];
   const lost: Record<string, string>[] = [];
   const rss: number[] = [];
   const pending: number[] = [];
@@ -381,7 +388,10 @@ async function churn(o: ChurnOptions): Promise<Record<string, unknown>> {
       api.apply(slice(i, o.eps[i]));
       trackers.push(
         net.prober.latency(target(i), ip, tw, 20_000).then(
-          (ms) => void lat.push(ms),
+          (ms) => {
+            lat.push(ms);
+            latAt.push([round((tw - start) / 1000), round(ms)]);
+          },
           async (e) => {
             // Lost: keep going, and keep what the kernel and the API server hold for it.
             const { namespace, name } = serviceName(i);
@@ -408,6 +418,7 @@ async function churn(o: ChurnOptions): Promise<Record<string, unknown>> {
     if (t >= nextSample) {
       nextSample += 1000;
       rss.push(treeStat(o.pid).rssMB);
+      rssAt.push([round((t - start) / 1000), rss[rss.length - 1]]);
       const m = await scrape(o.metrics, PENDING);
       pending.push(Object.values(m).reduce((a, b) => a + b, 0));
     }
@@ -440,6 +451,7 @@ async function churn(o: ChurnOptions): Promise<Record<string, unknown>> {
     rssMinMB: Math.min(...afterWarmup),
     rssMaxMB: Math.max(...afterWarmup),
     rssLastMB: rss.at(-1) ?? -1,
+    series: { latencyMs: latAt.sort((a, b) => a[0] - b[0]), rssMB: rssAt },
   };
 }
 
