@@ -1,7 +1,7 @@
 /**
  * Conntrack sysctls as kube-proxy sets them at start-up: the table size
- * (scaled by CPU count) with its hash size, TCP/UDP timeouts and TCP
- * liberal mode. Zero (or false) leaves a setting alone. A read-only
+ * (scaled by CPU count, capped at 1,048,576, only ever raised) with its hash
+ * size, TCP/UDP timeouts and TCP liberal mode. Zero (or false) leaves a setting alone. A read-only
  * /proc/sys or /sys (containers) is logged once and is not fatal.
  *
  * @module
@@ -59,13 +59,24 @@ export interface SysctlResult {
   notWritable: string[];
 }
 
-/** The table size kube-proxy wants: max(maxPerCore x cpus, min), or 0 to leave it alone. */
+/**
+ * The largest table size kube-proxy computes (kube-proxy 1.36): on a many-core node
+ * maxPerCore x CPUs would otherwise ask for millions of entries (and a hash table to match).
+ */
+export const CONNTRACK_MAX_CAP = 1_048_576;
+
+/**
+ * The table size kube-proxy wants: max(maxPerCore x cpus, min), capped at
+ * {@link CONNTRACK_MAX_CAP} (1.36), or 0 to leave it alone. The stored copy of upstream's
+ * getConntrackMax predates the cap; this follows the release note (issue 20): the floored
+ * value is what is capped, so a `min` above the cap is capped too.
+ */
 export function conntrackMax(
   cfg: Pick<ConntrackSysctlConfig, "maxPerCore" | "min">,
   cpus: number,
 ): number {
   if (cfg.maxPerCore <= 0) return 0;
-  return Math.max(cfg.maxPerCore * cpus, cfg.min);
+  return Math.min(Math.max(cfg.maxPerCore * cpus, cfg.min), CONNTRACK_MAX_CAP);
 }
 
 function validate(cfg: ConntrackSysctlConfig, cpus: number): void {
@@ -115,7 +126,8 @@ function readInt(io: SysctlIo, path: string): number {
 
 /**
  * Applies the conntrack sysctls. Values already equal are not rewritten;
- * the hash size is only ever raised (to nf_conntrack_max / 4), as upstream.
+ * nf_conntrack_max is only ever raised, and the hash size only raised (to
+ * nf_conntrack_max / 4) when nf_conntrack_max was, as upstream.
  * Throws on a missing file or malformed config; a read-only tree is logged
  * once and the remaining writes under it are skipped.
  */
@@ -131,14 +143,15 @@ export function applyConntrackSysctls(
   const result: SysctlResult = { changed: [], notWritable: [] };
   const readOnlyRoots = new Set<string>();
 
-  // Writes `value` unless it is already there (or, with onlyRaise, already larger).
-  const set = (root: string, rel: string, value: number, onlyRaise = false): void => {
+  // Writes `value` unless it is already there (or, with onlyRaise, already larger); says
+  // whether the file now holds it.
+  const set = (root: string, rel: string, value: number, onlyRaise = false): boolean => {
     const path = `${root}/${rel}`;
     const from = readInt(io, path);
-    if (onlyRaise ? from >= value : from === value) return;
+    if (onlyRaise ? from >= value : from === value) return true;
     if (readOnlyRoots.has(root)) {
       result.notWritable.push(path);
-      return;
+      return false;
     }
     try {
       io.writeTextFileSync(path, `${value}\n`);
@@ -160,17 +173,26 @@ export function applyConntrackSysctls(
           `conntrack: cannot set ${path} to ${value} (${(err as Error).message}); leaving it`,
         );
       }
-      return;
+      return false;
     }
     result.changed.push({ path, from, to: value });
     opts.log?.(`conntrack: set ${path} ${from} -> ${value}`);
+    return true;
   };
 
   const max = conntrackMax(cfg, cpus);
   if (max > 0) {
-    set(procSys, "net/netfilter/nf_conntrack_max", max);
-    // The kernel only takes hashsize from the initial netns, so only touch it when too small.
-    set(sysModule, "nf_conntrack/parameters/hashsize", Math.floor(max / 4), true);
+    const rel = "net/netfilter/nf_conntrack_max";
+    const now = readInt(io, `${procSys}/${rel}`);
+    if (now >= max) {
+      // Already as large or larger (kube-proxy 1.38): never lowered, and no write is tried, so
+      // a node whose operator raised it, or where it cannot be written, is left as it is.
+      opts.log?.(`conntrack: ${procSys}/${rel} is already ${now} (>= ${max}); leaving it`);
+    } else if (set(procSys, rel, max)) {
+      // Only after the table grew (as upstream's SetMax): the kernel takes hashsize from the
+      // initial netns only, where nf_conntrack_max is writable too; and only when too small.
+      set(sysModule, "nf_conntrack/parameters/hashsize", Math.floor(max / 4), true);
+    }
   }
   const nf = "net/netfilter/nf_conntrack_";
   if (cfg.tcpEstablishedTimeoutSeconds > 0) {

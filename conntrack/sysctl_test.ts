@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { applyConntrackSysctls, conntrackMax, type ConntrackSysctlConfig } from "./sysctl.ts";
+import {
+  applyConntrackSysctls,
+  CONNTRACK_MAX_CAP,
+  conntrackMax,
+  type ConntrackSysctlConfig,
+} from "./sysctl.ts";
 
 const NF = "net/netfilter";
 const HASH = "nf_conntrack/parameters/hashsize";
@@ -110,7 +115,8 @@ Deno.test("applyConntrackSysctls logs a read-only tree once and carries on", () 
   });
   assert.equal(logs.filter((m) => /is read-only here/.test(m)).length, 1);
   assert.equal(res.notWritable.length, 3); // max and both TCP timeouts
-  assert.equal(t.read(`sys/module/${HASH}`), 65536); // /sys was writable
+  // /sys was writable, but the hash size grows only with a table that grew (upstream's SetMax).
+  assert.equal(t.read(`sys/module/${HASH}`), 16384);
   assert.equal(t.read(`proc/sys/${NF}/nf_conntrack_max`), 65536);
 });
 
@@ -156,4 +162,57 @@ Deno.test("applyConntrackSysctls fails clearly on a missing file, an I/O error o
     () => applyConntrackSysctls({ ...CFG, maxPerCore: 0 }, { ...t, cpus: 1, io }),
     /cannot write 86400 to .*tcp_timeout_established: Input\/output error/,
   );
+});
+
+Deno.test("conntrackMax is capped at 1,048,576 (kube-proxy 1.36), min included", () => {
+  assert.equal(conntrackMax({ maxPerCore: 32768, min: 131072 }, 32), CONNTRACK_MAX_CAP);
+  assert.equal(conntrackMax({ maxPerCore: 32768, min: 131072 }, 96), 1_048_576);
+  assert.equal(conntrackMax({ maxPerCore: 32768, min: 131072 }, 31), 1_015_808);
+  assert.equal(conntrackMax({ maxPerCore: 1, min: 4_000_000 }, 1), 1_048_576);
+});
+
+Deno.test("nf_conntrack_max already higher is never lowered, and not written (1.38)", () => {
+  using t = fakeTree({ [`proc/sys/${NF}/nf_conntrack_max`]: 2_000_000 });
+  const logs: string[] = [];
+  const writes: string[] = [];
+  const res = applyConntrackSysctls(CFG, {
+    ...t,
+    cpus: 96, // wants 3,145,728, capped at 1,048,576: below what the node has
+    log: (m) => logs.push(m),
+    io: {
+      readTextFileSync: (p) => Deno.readTextFileSync(p),
+      writeTextFileSync: (p, s) => {
+        writes.push(p.slice(t.root.length));
+        Deno.writeTextFileSync(p, s);
+      },
+    },
+  });
+  assert.equal(t.read(`proc/sys/${NF}/nf_conntrack_max`), 2_000_000);
+  assert.equal(t.read(`sys/module/${HASH}`), 16384, "hashsize follows only a raised max");
+  assert.ok(!writes.some((p) => p.endsWith("nf_conntrack_max")), JSON.stringify(writes));
+  assert.ok(
+    logs.some((m) => /nf_conntrack_max is already 2000000 \(>= 1048576\); leaving it/.test(m)),
+  );
+  assert.deepEqual(res.notWritable, []);
+  // Equal counts as high enough.
+  using u = fakeTree({ [`proc/sys/${NF}/nf_conntrack_max`]: 262144 });
+  const r2 = applyConntrackSysctls(CFG, { ...u, cpus: 8 });
+  assert.ok(!r2.changed.some((c) => c.path.endsWith("nf_conntrack_max")));
+});
+
+Deno.test("a read-only nf_conntrack_max that is high enough is no error at all", () => {
+  using t = fakeTree({ [`proc/sys/${NF}/nf_conntrack_max`]: 262144 });
+  const denied = Object.assign(new Error("Permission denied"), { code: "EACCES" });
+  const res = applyConntrackSysctls({ ...CFG, maxPerCore: 16384 }, {
+    ...t,
+    cpus: 8, // wants max(131072, 131072): below 262144
+    io: {
+      readTextFileSync: (p) => Deno.readTextFileSync(p),
+      writeTextFileSync: (p, s) => {
+        if (p.endsWith("nf_conntrack_max")) throw denied;
+        Deno.writeTextFileSync(p, s);
+      },
+    },
+  });
+  assert.deepEqual(res.notWritable, []);
 });
