@@ -28,6 +28,7 @@ import { tuneMalloc } from "../ffi/malloc_trim.ts";
 import { type ProxyInformers, startProxyInformers } from "./kube/informers.ts";
 import { fetchNode } from "./kube/node_fetch.ts";
 import { buildNode, informerHandlers, nodeFamilies, type ProxyNode } from "./node.ts";
+import { afterFirstSync, removeIptablesNft } from "./migrate/iptables_nft.ts";
 import { guardNodeHandlers, type NodeGuardHooks, NodeLifecycle } from "./node_lifecycle.ts";
 import { IP_FAMILIES, type IpFamily, nftFamily } from "../net/family.ts";
 import { setLibraryDir } from "../ffi/libpath.ts";
@@ -234,11 +235,49 @@ async function buildAgentNode(
   const built = await buildNode(cfg, {
     nftables: (f) => openClient(f, cfg.dryRun),
     conntrack: cfg.dryRun ? undefined : workerConntrack(),
-  }, { nodeName, families, log, metrics: servers.metrics, health, serviceHealth });
+  }, {
+    nodeName,
+    families,
+    log,
+    metrics: servers.metrics,
+    health,
+    serviceHealth,
+    onSync: cfg.cleanupIptablesNft
+      ? iptablesNftCleanup(cfg, log, nodeName, servers, families)
+      : undefined,
+  });
   if (built.adopted) {
     log.info("Adopting the existing kube-proxy tables; the first sync rewrites them atomically");
   }
   return { node: built, serviceHealth };
+}
+
+/**
+ * --cleanup-iptables-nft: once every family has synced (our rules are in place), remove what
+ * kube-proxy's iptables mode left in the iptables-nft tables (agent/migrate/iptables_nft.ts).
+ */
+function iptablesNftCleanup(
+  cfg: AgentConfig,
+  log: Logger,
+  nodeName: string,
+  servers: Servers,
+  families: IpFamily[],
+) {
+  const mlog = log.child("iptables-nft");
+  const events = log.child("events");
+  return afterFirstSync(families, () =>
+    void removeIptablesNft({
+      open: (family, table) => openNftables(family, table),
+      log: mlog,
+      dryRun: cfg.dryRun,
+      registry: servers.metrics.registry,
+      event: cfg.dryRun
+        ? undefined
+        : (e) =>
+          void servers.api.usable().then((ok) =>
+            ok ? postNodeEvent(servers.api, nodeName, e, events) : undefined
+          ).catch(() => {}),
+    }));
 }
 
 /**

@@ -159,6 +159,7 @@ function finish(
       udpStreamTimeoutMs: s.ctUdpStreamMs ?? 0,
     },
     cleanup: s.cleanup ?? false,
+    cleanupIptablesNft: s.cleanupIptablesNft ?? false,
     initOnly: s.initOnly ?? false,
     writeConfigTo: s.writeConfigTo,
     verbosity: s.verbosity ?? 0,

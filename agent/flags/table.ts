@@ -397,6 +397,16 @@ export const FLAGS: readonly FlagSpec[] = [
     help: "Print the nftables transactions each sync would run; touch nothing (ours).",
   },
   {
+    name: "cleanup-iptables-nft",
+    kind: "bool",
+    key: "cleanupIptablesNft",
+    def: "false",
+    ours: true,
+    help: "After the first sync, remove the rules kube-proxy's iptables mode left in the " +
+      "iptables-nft tables (KUBE-* chains and their jumps; nothing else) through libnftables " +
+      "(ours; docs/migration.md).",
+  },
+  {
     name: "version",
     kind: "version",
     key: "version",

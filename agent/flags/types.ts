@@ -99,6 +99,8 @@ export interface AgentConfig {
   conntrack: ConntrackConfig;
   /** --cleanup: remove our tables and exit. */
   cleanup: boolean;
+  /** --cleanup-iptables-nft: after the first sync, remove kube-proxy's iptables-nft rules (ours). */
+  cleanupIptablesNft: boolean;
   /** --init-only: the privileged node setup (conntrack sysctls), then exit. */
   initOnly: boolean;
   /** --write-config-to: write the effective configuration there and exit. */
@@ -217,6 +219,8 @@ export interface Settings {
   ctUdpStreamMs?: number;
   /** @see AgentConfig.cleanup */
   cleanup?: boolean;
+  /** @see AgentConfig.cleanupIptablesNft */
+  cleanupIptablesNft?: boolean;
   /** @see AgentConfig.initOnly */
   initOnly?: boolean;
   /** @see AgentConfig.writeConfigTo */

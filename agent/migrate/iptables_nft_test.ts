@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { Registry } from "prom-client";
 import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import { type Family, type NftablesClient, Transaction } from "../../ffi/nftables/types.ts";
+import { FLAGS, parseArgs } from "../flags.ts";
 import { Logger } from "../log.ts";
 import type { NodeEvent } from "../kube/events.ts";
 import { afterFirstSync, REMOVED_METRIC, removeIptablesNft } from "./iptables_nft.ts";
@@ -305,4 +306,11 @@ Deno.test("planTable: no table, no plan; upstream's jumps only from their source
   assert.deepEqual(p.kept.map((k) => k.chain), ["KUBE-NODEPORTS"]);
   // The same jump from a chain upstream never links from is another program's.
   assert.equal(planTable("ip", "filter", { ...state, name: "filter" }).jumps.length, 0);
+});
+
+Deno.test("--cleanup-iptables-nft: off by default, a bool flag of ours", () => {
+  assert.equal(parseArgs([]).cleanupIptablesNft, false);
+  assert.equal(parseArgs(["--cleanup-iptables-nft"]).cleanupIptablesNft, true);
+  assert.equal(parseArgs(["--cleanup-iptables-nft=false"]).cleanupIptablesNft, false);
+  assert.ok(FLAGS.find((f) => f.name === "cleanup-iptables-nft")?.ours);
 });
