@@ -407,9 +407,23 @@ export class SyncEngine {
     // A full sync (first, periodic check, after a failure or a Node change) recounts every
     // Service; a partial one only those changed since the last commit.
     this.#tallies[f].update(s, res.full ? undefined : this.#untallied[f]);
+    this.#feedReconcileIndex(f, s);
     this.#untallied[f].clear();
     this.#noLocalEndpointsMetric(f);
     health?.updated(f);
+  }
+
+  /** The conntrack runner's reconcile index follows the commit: the ports changed since the last. */
+  #feedReconcileIndex(f: IpFamily, s: ProxyState): void {
+    try {
+      this.#o.conntrack?.updateIndex?.(f, s, this.#untallied[f]);
+    } catch (err) {
+      // A malformed address (the trackers validate, so not expected): the runner's reconciles
+      // build from the whole state until an update succeeds; rules are unaffected.
+      this.#o.log.error("Cannot update the conntrack reconcile index", err, {
+        ipFamily: familyLabel(f),
+      });
+    }
   }
 
   /** Stale UDP flows go only after the rules that replace them are committed. */

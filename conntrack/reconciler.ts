@@ -14,29 +14,16 @@ import type { ConntrackClient, ConntrackEntry } from "../ffi/conntrack/types.ts"
 import type { IpFamily } from "../net/family.ts";
 import { PROTO_UDP } from "../ffi/conntrack/types.ts";
 import type { ProxyState } from "../proxier/model.ts";
-import { cidrContains, parseCIDR, type ParsedCIDR } from "../net/cidr.ts";
-import { canonicalIP, parseIP } from "../net/ip.ts";
+import { cidrContains } from "../net/cidr.ts";
+import { parseIP } from "../net/ip.ts";
+import { buildFrontendIndex, type FrontendIndex, type IndexOptions } from "./frontend_index.ts";
 
-/** Canonical text of a model address; throws naming the field when it is malformed. */
-export function mustCanonical(ip: string, what: string): string {
-  const c = canonicalIP(ip);
-  if (c === null) {
-    throw new Error(`conntrack reconcile: ${what} ${JSON.stringify(ip)} is not an IP address`);
-  }
-  return c;
-}
-
-function mustCidr(s: string): ParsedCIDR {
-  const c = parseCIDR(s);
-  if (c === null) {
-    throw new Error(
-      `conntrack reconcile: ServiceCIDR ${
-        JSON.stringify(s)
-      } is not a CIDR (want e.g. 198.18.0.0/16)`,
-    );
-  }
-  return c;
-}
+export {
+  buildFrontendIndex,
+  type FrontendIndex,
+  type IndexOptions,
+  mustCanonical,
+} from "./frontend_index.ts";
 
 /** Why an entry was judged stale. */
 export type StaleReason =
@@ -54,73 +41,6 @@ export const STALE_REASONS: readonly StaleReason[] = [
   "nodeport-no-endpoints",
   "deleted-frontend",
 ];
-
-/**
- * The desired state reduced to what the per-entry test needs, built once per
- * reconcile. Plain Maps/Sets/arrays only, so it can be posted to a Worker.
- */
-export interface FrontendIndex {
-  family: IpFamily;
-  /** Frontend IP -> port -> serving endpoint IPs (empty: the service has none). UDP only. */
-  frontends: Map<string, Map<number, Set<string>>>;
-  /** NodePort -> serving endpoint IPs. UDP only. */
-  nodePorts: Map<number, Set<string>>;
-  /** Local IPs NodePorts are served on, or null for any destination (upstream's behaviour). */
-  nodePortIPs: Set<string> | null;
-  /** ServiceCIDRs of the family. */
-  serviceRanges: ParsedCIDR[];
-  /** Current ClusterIPs of any protocol (service space even without ServiceCIDRs). */
-  clusterIPs: Set<string>;
-}
-
-/** Options shaping the index. */
-export interface IndexOptions {
-  /**
-   * Restricts the NodePort rules to flows whose original destination is one of
-   * these addresses (the node IPs NodePorts are accepted on). Omitted: any
-   * destination, as upstream does.
-   */
-  nodePortIPs?: readonly string[];
-}
-
-function mergeInto<K>(m: Map<K, Set<string>>, key: K, ips: Set<string>): void {
-  const have = m.get(key);
-  // Two services claiming one frontend is a misconfiguration; the union avoids deleting good flows.
-  if (have === undefined) m.set(key, new Set(ips));
-  else for (const ip of ips) have.add(ip);
-}
-
-/** Builds the lookup index for one family from the proxy state. */
-export function buildFrontendIndex(state: ProxyState, opts: IndexOptions = {}): FrontendIndex {
-  const frontends = new Map<string, Map<number, Set<string>>>();
-  const nodePorts = new Map<number, Set<string>>();
-  const serviceRanges: ParsedCIDR[] = state.serviceCIDRs.map(mustCidr);
-  const clusterIPs = new Set<string>();
-  for (const svc of state.services.values()) {
-    if (svc.family !== state.family) continue;
-    // Any protocol's ClusterIP is service space: a DNATed UDP flow to one without a UDP port is stale.
-    if (svc.clusterIP) clusterIPs.add(mustCanonical(svc.clusterIP, `ClusterIP of ${svc.id}`));
-    if (svc.protocol !== "UDP") continue;
-    // Serving endpoints only; traffic policy, topology and termination are ignored so
-    // that a UDP flow lives exactly as long as a TCP one to the same endpoint would.
-    const eps = new Set<string>();
-    for (const ep of state.endpoints.get(svc.id) ?? []) {
-      if (ep.serving || ep.ready) eps.add(mustCanonical(ep.ip, `endpoint of ${svc.id}`));
-    }
-    const ips = [svc.clusterIP, ...svc.externalIPs, ...svc.loadBalancerIPs].filter((ip) => ip);
-    for (const raw of ips) {
-      const ip = mustCanonical(raw, `frontend of ${svc.id}`);
-      let ports = frontends.get(ip);
-      if (ports === undefined) frontends.set(ip, ports = new Map());
-      mergeInto(ports, svc.port, eps);
-    }
-    if (svc.nodePort !== 0) mergeInto(nodePorts, svc.nodePort, eps);
-  }
-  const nodePortIPs = opts.nodePortIPs === undefined
-    ? null
-    : new Set(opts.nodePortIPs.map((ip) => mustCanonical(ip, "NodePort address")));
-  return { family: state.family, frontends, nodePorts, nodePortIPs, serviceRanges, clusterIPs };
-}
 
 /**
  * Judges one UDP entry of the index's family. Returns why it is stale, or

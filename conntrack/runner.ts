@@ -20,6 +20,12 @@ export interface ConntrackRunner {
   cleanup(family: IpFamily, report: StaleReport): Promise<CleanupResult>;
   /** Deletes the flows no programmed rule explains any more. */
   reconcile(family: IpFamily, state: ProxyState): Promise<ReconcileResult>;
+  /**
+   * A sync committed `state`, changing or deleting the service ports `ids` since the last call:
+   * lets the runner keep its reconcile index up to date in O(ids). Optional: without it the
+   * index is built from the whole state at each reconcile.
+   */
+  updateIndex?(family: IpFamily, state: ProxyState, ids: Iterable<string>): void;
   /** Releases the thread or client; pending work fails. */
   close(): void;
 }

@@ -3,7 +3,11 @@
  * synchronous, so on the main thread a million-entry table would block the
  * event loop (health checks, metrics, informers) for seconds. The Worker
  * opens its own conntrack client (its own dlopen and netlink sockets) per
- * request, gets the frontend index posted in, and posts counts back.
+ * request, and posts counts back. The frontend index follows the syncs: the
+ * main thread posts the entries of the service ports each sync changed
+ * ({@link ReconcileWorker.updateIndex}), the Worker keeps them and builds the
+ * index itself, so a reconcile costs the event loop nothing that grows with the
+ * cluster.
  *
  * This module is both sides: imported normally it exports
  * {@link ReconcileWorker}; started as a Worker with {@link WORKER_NAME} it
@@ -27,6 +31,7 @@ import {
   type ReconcileResult,
   reconcileWithIndex,
 } from "./reconciler.ts";
+import { IndexEntries, type IndexUpdate, indexUpdate } from "./frontend_index.ts";
 
 /** Name given to the Worker; the module serves requests only under it. */
 export const WORKER_NAME = "knp-conntrack-reconciler";
@@ -49,7 +54,11 @@ export function isReconcileWorkerThread(): boolean {
 
 interface Request {
   id: number;
-  /** A reconcile over this index, or... */
+  /** Entries for the Worker's copy of the index (no reply), or... */
+  update?: IndexUpdate;
+  /** ...a reconcile over the index of the entries kept, or... */
+  kept?: { family: IpFamily; serviceCIDRs: string[]; nodePortIPs?: readonly string[] };
+  /** ...a reconcile over this index, or... */
   index?: FrontendIndex;
   /** ...a post-sync cleanup of this report. */
   cleanup?: { family: IpFamily; report: StaleReport };
@@ -83,6 +92,8 @@ export class ReconcileWorker {
   >();
   private readonly client: WorkerClientSpec;
   private closed = false;
+  /** Families whose entries the current thread holds (a fresh thread holds none). */
+  private readonly fed = new Set<IpFamily>();
 
   /** Prepares a worker; the thread starts on the first request. */
   constructor(opts: ReconcileWorkerOptions = {}) {
@@ -103,6 +114,10 @@ export class ReconcileWorker {
         new Error(`reconcile: state is for IPv${state.family} but IPv${family} was asked for`),
       );
     }
+    if (this.fed.has(family)) {
+      const kept = { family, serviceCIDRs: [...state.serviceCIDRs], nodePortIPs: opts.nodePortIPs };
+      return this.enqueue(() => this.send({ kept }, opts));
+    }
     let index: FrontendIndex;
     try {
       index = buildFrontendIndex(state, opts);
@@ -110,6 +125,28 @@ export class ReconcileWorker {
       return Promise.reject(err);
     }
     return this.enqueue(() => this.send({ index }, opts));
+  }
+
+  /**
+   * A sync committed `state` for `family`: posts the entries of `ids` (the service port ids it
+   * changed or deleted since the last call) to the thread's copy of the index; all of them the
+   * first time, or after the thread was restarted. O(ids) on this thread. Throws, before
+   * posting, on an address that is not an IP.
+   */
+  updateIndex(family: IpFamily, state: ProxyState, ids: Iterable<string>): void {
+    if (this.closed) return;
+    let update: IndexUpdate;
+    try {
+      update = indexUpdate(state, this.fed.has(family) ? ids : undefined);
+    } catch (err) {
+      // The thread's copy would miss this sync: reconciles build from the state until a reset.
+      this.fed.delete(family);
+      throw err;
+    }
+    const worker = this.start();
+    // Messages are handled in order, so a reconcile posted later sees this update.
+    worker.postMessage({ id: 0, update, client: this.client } satisfies Request);
+    this.fed.add(family);
   }
 
   /**
@@ -129,13 +166,14 @@ export class ReconcileWorker {
   /** Stops the thread for good; pending and queued requests fail. */
   close(): void {
     this.closed = true;
+    this.fed.clear();
     this.worker?.terminate();
     this.worker = undefined;
     this.failAll(new Error("conntrack reconcile worker closed"));
   }
 
   private send<T>(
-    job: Pick<Request, "index" | "cleanup">,
+    job: Pick<Request, "index" | "kept" | "cleanup">,
     opts: ReconcileOptions,
   ): Promise<T> {
     if (this.closed) return Promise.reject(new Error("conntrack reconcile worker closed"));
@@ -165,9 +203,11 @@ export class ReconcileWorker {
     };
     w.onerror = (ev: ErrorEvent) => {
       ev.preventDefault();
-      // The thread is unusable after an uncaught error: start a fresh one next time.
+      // The thread is unusable after an uncaught error: start a fresh one next time (which
+      // gets every entry again).
       this.worker?.terminate();
       this.worker = undefined;
+      this.fed.clear();
       this.failAll(new Error(`conntrack reconcile worker crashed: ${ev.message}`));
     };
     this.worker = w;
@@ -190,14 +230,22 @@ async function openClient(spec: WorkerClientSpec): Promise<ConntrackClient> {
   return factory(...spec.args) as ConntrackClient;
 }
 
+/** Worker side: the entries the main thread posted, per family. */
+const kept = new IndexEntries();
+
 /** Worker side: open the client, reconcile, close, reply. */
 async function serve(req: Request, post: (r: Reply) => void): Promise<void> {
   let client: ConntrackClient | undefined;
   try {
     client = await openClient(req.client);
+    // Built now, after the await: the entries of every sync committed so far count.
+    const index = req.index ??
+      (req.kept === undefined ? undefined : kept.index(req.kept.family, req.kept.serviceCIDRs, {
+        nodePortIPs: req.kept.nodePortIPs,
+      }));
     const result = req.cleanup !== undefined
       ? cleanupStale(client, req.cleanup.report, req.cleanup.family)
-      : reconcileWithIndex(client, req.index!, {
+      : reconcileWithIndex(client, index!, {
         chunkSize: req.chunkSize,
         log: (msg) => post({ id: req.id, kind: "log", msg }),
       });
@@ -215,5 +263,8 @@ const scope = globalThis as unknown as {
   postMessage(msg: Reply): void;
 };
 if (isReconcileWorkerThread() && typeof scope.postMessage === "function") {
-  scope.onmessage = (ev) => void serve(ev.data, (r) => scope.postMessage(r));
+  scope.onmessage = (ev) => {
+    if (ev.data.update !== undefined) kept.apply(ev.data.update);
+    else void serve(ev.data, (r) => scope.postMessage(r));
+  };
 }

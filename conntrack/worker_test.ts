@@ -139,3 +139,48 @@ Deno.test("worker cleanup deletes what the in-thread cleanup deletes", async () 
     w.close();
   }
 });
+
+Deno.test("worker reconcile over the entries the syncs posted follows each change", async () => {
+  const list = entries(300);
+  const w = new ReconcileWorker({ client: fake(list) });
+  try {
+    // The first update carries every port, whatever ids it is given.
+    w.updateIndex(4, STATE, []);
+    const first = await w.reconcile(4, STATE);
+    assert.equal(first.deleted, reconcile(new FakeConntrack(list), 4, STATE).deleted);
+    // DNS's endpoint moves: only its entry is posted, and the next reconcile judges by it.
+    const moved: ProxyState = {
+      ...STATE,
+      endpoints: new Map([[DNS.id, [{ ...STATE.endpoints.get(DNS.id)![0], ip: "198.18.7.7" }]]]),
+    };
+    w.updateIndex(4, moved, [DNS.id]);
+    const after = await w.reconcile(4, moved);
+    const local = reconcile(new FakeConntrack(list), 4, moved);
+    assert.notEqual(after.deleted, first.deleted);
+    assert.equal(after.deleted, local.deleted);
+    assert.deepEqual(after.byReason, local.byReason);
+    // DNS is deleted: its ClusterIP no longer a frontend, every DNATed flow to it goes.
+    const gone: ProxyState = { ...STATE, services: new Map(), endpoints: new Map() };
+    w.updateIndex(4, gone, [DNS.id]);
+    const deleted = await w.reconcile(4, gone);
+    assert.deepEqual(deleted.byReason, reconcile(new FakeConntrack(list), 4, gone).byReason);
+  } finally {
+    w.close();
+  }
+});
+
+Deno.test("worker updateIndex rejects a malformed address and falls back to the whole state", async () => {
+  const w = new ReconcileWorker({ client: fake(entries(30)) });
+  try {
+    w.updateIndex(4, STATE, []);
+    const bad: ProxyState = {
+      ...STATE,
+      services: new Map([[DNS.id, { ...DNS, clusterIP: "not-an-ip" }]]),
+    };
+    assert.throws(() => w.updateIndex(4, bad, [DNS.id]), /ClusterIP of ns\/dns: "not-an-ip"/);
+    // Not fed any more: the reconcile builds from the state it is given, and says what is wrong.
+    await assert.rejects(w.reconcile(4, bad), /not-an-ip/);
+  } finally {
+    w.close();
+  }
+});
