@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { NftablesMonitor } from "../ffi/nftables/netlink/monitor.ts";
 import {
   AGENT_VERSION,
   type AgentConfig,
@@ -235,6 +236,7 @@ async function buildAgentNode(
   const built = await buildNode(cfg, {
     nftables: (f) => openClient(f, cfg.dryRun),
     conntrack: cfg.dryRun ? undefined : workerConntrack(),
+    monitor: cfg.dryRun ? undefined : () => new NftablesMonitor(),
   }, {
     nodeName,
     families,
