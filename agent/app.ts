@@ -6,7 +6,6 @@
  *
  * @module
  */
-import { NftablesMonitor } from "../ffi/nftables/netlink/monitor.ts";
 import {
   AGENT_VERSION,
   type AgentConfig,
@@ -23,6 +22,7 @@ import { stringify as stringifyYaml } from "yaml";
 import { ApiFetch } from "./kube/api_fetch.ts";
 import { postNodeEvent, postStartingEvent } from "./kube/events.ts";
 import { installHeapSnapshotSignal } from "./heap_snapshot.ts";
+import { openHostAddresses } from "./host_addresses.ts";
 import { ServiceHealthServers } from "./http/health.ts";
 import { KubeConfigError, loadKubeConfig } from "./kube/kubeconfig.ts";
 import { tuneMalloc } from "../ffi/malloc_trim.ts";
@@ -236,7 +236,7 @@ async function buildAgentNode(
   const built = await buildNode(cfg, {
     nftables: (f) => openClient(f, cfg.dryRun),
     conntrack: cfg.dryRun ? undefined : workerConntrack(),
-    monitor: cfg.dryRun ? undefined : () => new NftablesMonitor(),
+    hostAddresses: cfg.dryRun ? undefined : openHostAddresses(log),
   }, {
     nodeName,
     families,

@@ -81,6 +81,15 @@ Deno.test("every flag in both --flag=value and --flag value forms", () => {
       "2001:db8::/64",
     ]],
     ["nodeport-addresses", "primary", (c) => c.nodePortAddresses, ["primary"]],
+    ["nodeport-addresses", "primary,localhost", (c) => c.nodePortAddresses, [
+      "primary",
+      "localhost",
+    ]],
+    ["nodeport-addresses", "198.18.0.0/24,primary", (c) => c.nodePortAddresses, [
+      "198.18.0.0/24",
+      "primary",
+    ]],
+    ["nodeport-addresses", "all", (c) => c.nodePortAddresses, ["all"]],
     ["iptables-masquerade-bit", "3", (c) => c.masqueradeBit, 3],
     ["masquerade-bit", "31", (c) => c.masqueradeBit, 31],
     ["sync-period", "1h30m", (c) => c.syncPeriodMs, 5_400_000],
@@ -174,8 +183,14 @@ Deno.test("invalid values name the flag and the accepted form", () => {
     () => parse("--cluster-cidr=198.18.0.0/16,198.19.0.0/16"),
     /at most one CIDR per IP family/,
   );
-  usageErr(() => parse("--nodeport-addresses=primary,198.18.0.0/24"), /cannot be combined/);
-  usageErr(() => parse("--nodeport-addresses=eth0"), /neither a CIDR nor "primary"/);
+  usageErr(
+    () => parse("--nodeport-addresses=primary,all"),
+    /--nodeport-addresses: NodePortAddresses\[1\]: Invalid value: "all": 'all' can't be combined/,
+  );
+  usageErr(
+    () => parse("--nodeport-addresses=eth0"),
+    /"eth0": must be a valid CIDR or one of 'primary', 'localhost', 'all'/,
+  );
   usageErr(() => parse("--healthz-bind-address=host:1"), /"host" is not an IP address/);
   usageErr(() => parse("--metrics-bind-address=198.18.0.1:99999"), /port "99999"/);
   usageErr(() => parse("--bind-address=nope"), /--bind-address: "nope" is not an IP address/);
@@ -317,7 +332,11 @@ Deno.test("config file: wrong types name the field", () => {
   usageErr(() => withFile("nftables:\n  masqueradeAll: yes please\n"), /masqueradeAll.*true or/);
   usageErr(() => withFile("conntrack: 5\n"), /"conntrack": expected a map, got number/);
   usageErr(() => withFile("nodePortAddresses: 198.18.0.0/24\n"), /nodePortAddresses.*list/);
-  usageErr(() => withFile("nodePortAddresses: [bad]\n"), /"nodePortAddresses": "bad" is neither/);
+  usageErr(
+    () => withFile("nodePortAddresses: [bad]\n"),
+    /"nodePortAddresses": NodePortAddresses\[0\]: Invalid value: "bad": must be a valid CIDR/,
+  );
+  usageErr(() => withFile("nodePortAddresses: [all, localhost]\n"), /'all' can't be combined/);
   usageErr(() => withFile("clusterCIDR: [a]\n"), /"clusterCIDR": expected a string, got list/);
   usageErr(() => withFile("mode: ipvs\n"), /"mode": "ipvs" is not supported/);
   usageErr(() => withFile("detectLocalMode: X\n"), /"detectLocalMode": "X" is not one of/);

@@ -125,10 +125,11 @@ export const FLAGS: readonly FlagSpec[] = [
     name: "nodeport-addresses",
     kind: "list",
     key: "nodePortAddresses",
-    form: `comma-separated CIDRs, or "primary"`,
+    form: `comma-separated CIDRs and the keywords "primary", "localhost", "all"`,
     convert: nodePortList,
-    help:
-      "Node IPs that accept NodePort traffic. Empty = the node's primary IPs (use 0.0.0.0/0,::/0 for all).",
+    help: "Addresses that accept NodePort traffic: CIDRs (matched against this host's " +
+      "interface addresses) mixed with 'primary' (the Node's primary IPs) and 'localhost'; " +
+      "or 'all' alone (every local address). Empty = primary.",
   },
   {
     name: "masquerade-all",

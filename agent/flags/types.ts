@@ -73,7 +73,7 @@ export interface AgentConfig {
   podBridgeInterface?: string;
   /** --pod-interface-name-prefix / detectLocal.interfaceNamePrefix. */
   podInterfaceNamePrefix?: string;
-  /** --nodeport-addresses / nodePortAddresses: CIDRs, or ["primary"]; [] = primary (nftables mode default). */
+  /** --nodeport-addresses / nodePortAddresses: CIDRs and "primary", "localhost", or "all" alone; [] = primary. */
   nodePortAddresses: string[];
   /** --masquerade-all / nftables.masqueradeAll. */
   masqueradeAll: boolean;

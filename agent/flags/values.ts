@@ -6,6 +6,7 @@
  */
 import { isCIDR } from "../../net/cidr.ts";
 import { parseGoDuration } from "../../net/duration.ts";
+import { nodePortAddressErrors } from "../../net/nodeport_addresses.ts";
 import { canonicalText, isIPv4, isIPv6, parseIP } from "../../net/ip.ts";
 import type { DetectLocalMode, LoggingFormat } from "./types.ts";
 
@@ -96,22 +97,20 @@ export function cidrList(v: string): string[] {
   return v.split(",").map((s) => s.trim()).filter((s) => s !== "").map(cidr);
 }
 
-/** Comma-separated --nodeport-addresses: CIDRs, or "primary" alone. */
+/** Comma-separated --nodeport-addresses: CIDRs and the keywords primary, localhost, all. */
 export function nodePortList(v: string): string[] {
   const items = v.split(",").map((s) => s.trim()).filter((s) => s !== "");
   return checkNodePortAddresses(items);
 }
 
-/** Checks a nodePortAddresses list: CIDRs, or "primary" alone. */
+/**
+ * Checks a nodePortAddresses list as upstream validates it (net/nodeport_addresses.ts): CIDRs
+ * and the keywords, `all` alone. CIDRs come back without IPv4 leading zeros.
+ */
 export function checkNodePortAddresses(items: string[]): string[] {
-  if (items.includes("primary")) {
-    if (items.length > 1) throw new Error(`"primary" cannot be combined with CIDRs`);
-    return items;
-  }
-  return items.map((c) => {
-    if (!isCIDR(c)) throw new Error(`"${c}" is neither a CIDR nor "primary"`);
-    return cidr(c);
-  });
+  const errs = nodePortAddressErrors(items);
+  if (errs.length > 0) throw new Error(errs.join("; "));
+  return items.map((s) => isCIDR(s) ? cidr(s) : s);
 }
 
 /** One of {@link DETECT_MODES}. */

@@ -46,10 +46,20 @@ export interface OpenSocket {
  * @throws Error naming the failed step and strerror's text; LibraryNotFoundError without libmnl.
  */
 export function openNetfilter(opts: OpenOptions): OpenSocket {
+  return openNetlink(NETLINK_NETFILTER, opts);
+}
+
+/**
+ * Opens a socket on netlink bus `bus` (NETLINK_ROUTE for rtnetlink, NETLINK_NETFILTER) and binds
+ * it, to the multicast `groups` (a bitmask of RTMGRP_* and the like) when given.
+ *
+ * @throws Error naming the failed step and strerror's text; LibraryNotFoundError without libmnl.
+ */
+export function openNetlink(bus: number, opts: OpenOptions & { groups?: number }): OpenSocket {
   const mnl = libmnl(), c = libc();
-  const nl = mnl.mnl_socket_open(NETLINK_NETFILTER);
+  const nl = mnl.mnl_socket_open(bus);
   if (nl === null) throw new Error(`netlink socket: ${strerror(lastErrno())}`);
-  if (mnl.mnl_socket_bind(nl, 0, 0) < 0) {
+  if (mnl.mnl_socket_bind(nl, opts.groups ?? 0, 0) < 0) {
     const why = strerror(lastErrno());
     mnl.mnl_socket_close(nl);
     throw new Error(`netlink bind: ${why}`);
@@ -126,7 +136,7 @@ export class NetfilterSocket {
 }
 
 /**
- * Sends one NLM_F_DUMP request over a fresh NETLINK_NETFILTER socket and feeds
+ * Sends one NLM_F_DUMP request over a fresh NETLINK_NETFILTER (or `bus`) socket and feeds
  * every receive buffer to `parse` until it says "done" (or an errno).
  * Synchronous: a dump of sets or of one table's rules takes a few ms.
  */
@@ -134,9 +144,10 @@ export function netfilterDump(
   what: string,
   request: Uint8Array,
   parse: (buf: Uint8Array, len: number) => "more" | "done" | number,
+  bus = NETLINK_NETFILTER,
 ): void {
   const mnl = libmnl();
-  const { nl } = openNetfilter({ timeoutSec: 5 });
+  const { nl } = openNetlink(bus, { timeoutSec: 5 });
   try {
     if (Number(mnl.mnl_socket_sendto(nl, request, BigInt(request.length))) < 0) {
       throw new Error(`netlink send: ${strerror(lastErrno())}`);

@@ -7,8 +7,13 @@
  * @module
  */
 import { ZONE_LABEL } from "../categorize.ts";
-import { cidrContains, parseCIDR } from "../../net/cidr.ts";
+import { parseCIDR } from "../../net/cidr.ts";
 import { ipFamily, parseIP } from "../../net/ip.ts";
+import {
+  loopbackNodePorts,
+  parseNodePortAddresses,
+  selectNodePortIPs,
+} from "../../net/nodeport_addresses.ts";
 import type { NodeInfo, ProxierConfig, ProxyState } from "../model.ts";
 import { type IpFamily, nftFamily } from "../../net/family.ts";
 
@@ -47,10 +52,58 @@ function isLoopback(ip: string): boolean {
 }
 
 /**
- * Derives the per-sync build context. Throws on configuration that cannot
- * be turned into rules, naming the bad value.
+ * The NodePort addresses of family `fam` (net/nodeport_addresses.ts), without loopback ones:
+ * the kernel cannot DNAT traffic to 127.0.0.1 or ::1 safely, so those never go into
+ * nodeport-ips (a localhost NodePort is the userspace proxy's job).
  */
-export function buildContext(state: ProxyState, cfg: ProxierConfig): BuildContext {
+function nodePortSelection(
+  entries: string[],
+  fam: IpFamily,
+  nodeIPs: string[],
+  hostAddrs: readonly string[] | undefined,
+  warnings: string[],
+): string[] | "all" {
+  let npa;
+  try {
+    npa = parseNodePortAddresses(entries);
+  } catch (err) {
+    throw new Error(`nodePortAddresses: ${(err as Error).message}`);
+  }
+  const given = entries.length === 0 ? ["primary"] : entries;
+  const loop = loopbackNodePorts(npa)[fam === 4 ? "ipv4" : "ipv6"];
+  if (loop) {
+    warnings.push(
+      `nodePortAddresses [${given.join(", ")}] selects ${fam === 4 ? "127.0.0.1" : "::1"}: ` +
+        "the nftables rules do not serve NodePorts on loopback addresses",
+    );
+  }
+  const sel = selectNodePortIPs(npa, fam, nodeIPs, hostAddrs);
+  if (sel === "all") return sel;
+  const out = sel.filter((a) => {
+    if (!isLoopback(a)) return true;
+    if (!loop) warnings.push(`node IP ${a} is a loopback address; the rules skip it for NodePorts`);
+    return false;
+  });
+  if (out.length === 0) {
+    warnings.push(
+      `no IPv${fam} address matches nodePortAddresses [${given.join(", ")}]: ` +
+        `IPv${fam} NodePorts will not be reachable until one does`,
+    );
+  }
+  return out;
+}
+
+/**
+ * Derives the per-sync build context. Throws on configuration that cannot
+ * be turned into rules, naming the bad value. `hostAddrs` are the addresses on this host's
+ * interfaces, which nodePortAddresses CIDRs select from; without them CIDRs select among the
+ * Node object's addresses.
+ */
+export function buildContext(
+  state: ProxyState,
+  cfg: ProxierConfig,
+  hostAddrs?: readonly string[],
+): BuildContext {
   const fam = state.family;
   if (fam !== 4 && fam !== 6) throw new Error(`ProxyState.family must be 4 or 6, got ${fam}`);
   const bit = cfg.masqueradeBit;
@@ -62,47 +115,7 @@ export function buildContext(state: ProxyState, cfg: ProxierConfig): BuildContex
   const nodeIPs = state.node.ips.filter((a) => ipFamily(a) === fam);
   const podCIDRs = state.node.podCIDRs.filter((c) => parseCIDR(c)?.family === fam);
 
-  // nodePortAddresses: "primary" and/or CIDRs; only this family's entries count.
-  const npa = cfg.nodePortAddresses.length === 0 ? ["primary"] : cfg.nodePortAddresses;
-  let nodePortIPs: string[] | "all" = [];
-  const chosen = new Set<string>();
-  for (const entry of npa) {
-    if (entry === "primary") {
-      for (const a of nodeIPs) chosen.add(a);
-      continue;
-    }
-    const c = parseCIDR(entry);
-    if (!c) {
-      throw new Error(
-        `nodePortAddresses entry ${JSON.stringify(entry)} is neither "primary" nor a CIDR`,
-      );
-    }
-    if (c.family !== fam) continue;
-    if (c.prefix === 0) {
-      nodePortIPs = "all";
-      break;
-    }
-    const loopNet = fam === 4 ? parseIP("127.0.0.1")! : parseIP("::1")!;
-    if (cidrContains(c, loopNet)) {
-      warnings.push(
-        `nodePortAddresses ${entry} includes localhost, but localhost NodePorts are not supported`,
-      );
-    }
-    for (const a of nodeIPs) if (cidrContains(c, parseIP(a)!)) chosen.add(a);
-  }
-  if (nodePortIPs !== "all") {
-    nodePortIPs = [...chosen].filter((a) => {
-      if (!isLoopback(a)) return true;
-      warnings.push(`node IP ${a} is a loopback address; localhost NodePorts are not supported`);
-      return false;
-    });
-    if (nodePortIPs.length === 0) {
-      warnings.push(
-        `no IPv${fam} node address matches nodePortAddresses [${npa.join(", ")}]: ` +
-          `IPv${fam} NodePorts will not be reachable`,
-      );
-    }
-  }
+  const nodePortIPs = nodePortSelection(cfg.nodePortAddresses, fam, nodeIPs, hostAddrs, warnings);
 
   // Local traffic detection (--detect-local-mode).
   let localMatches: string[] = [];

@@ -42,7 +42,7 @@ Deno.test("context: bad configuration is rejected with the offending value", () 
   );
   assert.throws(
     () => buildContext(state(), { ...CFG, nodePortAddresses: ["eth0"] }),
-    /"eth0" is neither "primary" nor a CIDR/,
+    /"eth0": must be a valid CIDR or one of 'primary', 'localhost', 'all'/,
   );
   assert.throws(
     () =>
@@ -64,4 +64,23 @@ Deno.test("contextKey changes with rule-relevant context only", () => {
   // Labels topology does not look at do not force a rebuild.
   const other = { ...st, node: { ...st.node, labels: { "example.com/x": "y" } } };
   assert.equal(contextKey(buildContext(other, CFG)), a);
+});
+
+Deno.test("context: nodePortAddresses CIDRs select this host's interface addresses", () => {
+  const host = ["127.0.0.1", "198.18.0.1", "198.18.5.7", "198.19.9.9", "::1", "2001:db8::9"];
+  const ctx = (npa: string[]) =>
+    buildContext(state(), { ...CFG, nodePortAddresses: npa }, host).nodePortIPs;
+  // A secondary address the Node object does not list answers, as upstream's GetNodeIPs has it.
+  assert.deepEqual(ctx(["198.18.0.0/16"]), ["198.18.0.1", "198.18.5.7"]);
+  assert.deepEqual(ctx(["198.18.5.0/24"]), ["198.18.5.7"]);
+  assert.deepEqual(ctx(["primary", "198.19.0.0/16"]), ["198.18.0.1", "198.19.9.9"]);
+  assert.equal(ctx(["all"]), "all");
+  // Loopback stays out of nodeport-ips (the kernel cannot DNAT it): a warning says so.
+  const lo = buildContext(state(), { ...CFG, nodePortAddresses: ["primary", "localhost"] }, host);
+  assert.deepEqual(lo.nodePortIPs, ["198.18.0.1"]);
+  assert.ok(lo.warnings.some((w) => /selects 127\.0\.0\.1/.test(w)));
+  // No matching address is a warning, not an error: the CIDR may match an address added later.
+  const none = buildContext(state(), { ...CFG, nodePortAddresses: ["198.18.77.0/24"] }, host);
+  assert.deepEqual(none.nodePortIPs, []);
+  assert.ok(none.warnings.some((w) => /no IPv4 address matches/.test(w)));
 });

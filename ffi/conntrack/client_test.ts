@@ -9,7 +9,7 @@ import {
   putDeleteHeader,
   putFence,
   swap16,
-} from "./wire.ts";
+} from "./client.ts";
 import type { ConntrackEntry } from "./types.ts";
 
 const LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
