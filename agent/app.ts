@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { NftablesMonitor } from "../ffi/nftables/netlink/monitor.ts";
 import {
   AGENT_VERSION,
   type AgentConfig,
@@ -236,6 +237,7 @@ async function buildAgentNode(
   const built = await buildNode(cfg, {
     nftables: (f) => openClient(f, cfg.dryRun),
     conntrack: cfg.dryRun ? undefined : workerConntrack(),
+    monitor: cfg.dryRun ? undefined : () => new NftablesMonitor(),
     hostAddresses: cfg.dryRun ? undefined : openHostAddresses(log),
   }, {
     nodeName,

@@ -22,6 +22,7 @@ import { LocalhostProxy } from "./localhost/proxy.ts";
 import { localhostFamilies, loopbackSelection } from "./localhost/selection.ts";
 import type { ConntrackRunner } from "../conntrack/runner.ts";
 import type { NftablesClient } from "../ffi/nftables/types.ts";
+import type { MonitorHandlers } from "../ffi/nftables/netlink/monitor.ts";
 import { ClusterState } from "../proxier/cluster_state.ts";
 import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { ProxierConfig } from "../proxier/model.ts";
@@ -89,6 +90,17 @@ export interface NodeClients {
    * for a sync. None (dry runs, goldens): CIDRs select among the Node object's addresses.
    */
   hostAddresses?: HostAddressSource;
+  /**
+   * Opens the nftables change notifications (ffi/nftables/netlink/monitor.ts);
+   * without it, or when it throws, the idle --sync-period tick compares the whole ruleset.
+   */
+  monitor?: () => ForeignChanges;
+}
+
+/** A source of other programs' nftables changes. */
+export interface ForeignChanges {
+  start(h: MonitorHandlers): void;
+  stop(): Promise<void>;
 }
 
 /** Settings of {@link buildNode} that do not come from the flags. */
@@ -141,7 +153,13 @@ export async function buildNode(
     externalIPs: cfg.gates.allowServiceExternalIPs,
     log,
   });
-  const rules = opts.rules ?? proxierConfig(cfg);
+  // Read from this start's flags alone, whatever the previous run had (kubernetes issue 142183).
+  const lhFamilies = localhostFamilies(
+    loopbackSelection(cfg.nodePortAddresses),
+    cfg.gates.localhostNodePorts,
+    opts.families,
+  );
+  const rules = { ...(opts.rules ?? proxierConfig(cfg)), localhostNodePorts: lhFamilies };
   const proxiers: Partial<Record<IpFamily, Proxier>> = {};
   const nft: Partial<Record<IpFamily, NftablesClient>> = {};
   let found = false;
@@ -161,14 +179,9 @@ export async function buildNode(
     });
   }
   const adopted = opts.adopted ?? found;
-  // Read from this start's flags alone, whatever the previous run had (kubernetes issue 142183),
-  // and never in a dry run, which must not bind ports.
+  // A dry run shows the rules but binds no port.
   const localhost = new LocalhostProxy({
-    families: cfg.dryRun ? [] : localhostFamilies(
-      loopbackSelection(cfg.nodePortAddresses),
-      cfg.gates.localhostNodePorts,
-      opts.families,
-    ),
+    families: cfg.dryRun ? [] : lhFamilies,
     log: opts.log,
     metrics: opts.metrics,
     net: opts.localhostNet,
@@ -178,11 +191,22 @@ export async function buildNode(
       ipFamilies: localhost.families.map(familyLabel),
     });
   }
+  let monitor: ForeignChanges | undefined;
+  try {
+    monitor = clients.monitor?.();
+  } catch (err) {
+    opts.log.warn(
+      "No nftables change notifications; comparing the whole ruleset every --sync-period instead",
+      { err: String(err) },
+    );
+  }
   const engine = new SyncEngine({
     state,
     proxiers,
     minSyncPeriodMs: cfg.minSyncPeriodMs,
     syncPeriodMs: cfg.syncPeriodMs,
+    fullCheckPeriodMs: cfg.fullSyncPeriodMs,
+    monitored: monitor !== undefined,
     log: opts.log,
     metrics: opts.metrics,
     health: opts.health,
@@ -194,6 +218,11 @@ export async function buildNode(
     follower: localhost.families.length > 0 ? localhost : undefined,
   });
   clients.hostAddresses?.watch(() => engine.requestSync());
+  monitor?.start({
+    onForeign: (msgs) => engine.recordForeign(msgs),
+    onOverrun: () => engine.recordOverrun(),
+    onError: (err) => engine.monitorLost(err),
+  });
   return {
     state,
     engine,
@@ -204,6 +233,7 @@ export async function buildNode(
     async close() {
       clients.hostAddresses?.close();
       await engine.stop();
+      await monitor?.stop();
       localhost.close();
       clients.conntrack?.close();
       for (const c of Object.values(nft)) c.close();

@@ -18,6 +18,15 @@ const SYMBOLS = {
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
   setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
+  recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  // Waits for a socket on a worker thread (nftables notifications); errno stays there, so
+  // the receive that follows runs on the calling thread.
+  poll_async: {
+    name: "poll",
+    parameters: ["buffer", "u64", "i32"],
+    result: "i32",
+    nonblocking: true,
+  },
   __errno_location: { parameters: [], result: "pointer" },
   strerror: { parameters: ["i32"], result: "pointer" },
 } as const satisfies Deno.ForeignLibraryInterface;

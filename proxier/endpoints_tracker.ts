@@ -21,6 +21,7 @@ import {
 import { consoleLog, type LogFn } from "../net/log.ts";
 import { sameStrings } from "../net/arrays.ts";
 import { objectKey } from "./service_tracker.ts";
+import { newerWins, NO_TARGET, targetId } from "./endpoint_dedup.ts";
 
 const PROTOCOLS: ReadonlySet<string> = new Set(["TCP", "UDP", "SCTP"]);
 
@@ -49,6 +50,11 @@ export interface ParsedSlice {
   name: string;
   family: IpFamily;
   ports: SlicePort[];
+  /**
+   * The {@link targetId} of each endpoint, in the order of every port's `endpoints`; omitted
+   * when no endpoint has a targetRef. Decides duplicates across slices (endpoint_dedup.ts).
+   */
+  targets?: number[];
 }
 
 /** Endpoints of one Service, by {@link portKey}; each list sorted by address then port. */
@@ -144,12 +150,12 @@ export function parseEndpointSlice(
     }
   }
 
-  // Within one slice a repeated address keeps its last copy, unless that
-  // would replace a non-terminating copy by a terminating one. Endpoints are
-  // built for the first port directly; other ports get copies.
+  // Within one slice a repeated address is decided as across slices (endpoint_dedup.ts), a
+  // later position counting as newer. Endpoints are built for the first port directly; other
+  // ports get copies.
   const firstPort = ports.length > 0 ? ports[0].port : 0;
   const index = new Map<string, number>();
-  const list: { sortKey: number | string; ep: EndpointInfo }[] = [];
+  const list: { sortKey: number | string; ep: EndpointInfo; t: number }[] = [];
   const raw = slice.endpoints ?? [];
   for (let i = 0; i < raw.length; i++) {
     const ep = raw[i];
@@ -180,22 +186,27 @@ export function parseEndpointSlice(
       const nodes = names(ep.hints.forNodes);
       if (nodes.length > 0) info.nodeHints = nodes;
     }
+    const t = targetId(ep.targetRef);
     const at = index.get(info.ip);
     if (at === undefined) {
       index.set(info.ip, list.length);
-      list.push({ sortKey: sortKeyOf(parsed), ep: info });
-    } else if (!(info.terminating && !list[at].ep.terminating)) {
+      list.push({ sortKey: sortKeyOf(parsed), ep: info, t });
+    } else if (newerWins(list[at].ep, list[at].t, info, t)) {
       list[at].ep = info;
+      list[at].t = t;
     }
   }
   list.sort((a, b) => compareKeys(a.sortKey, b.sortKey));
+  const targets = list.some((x) => x.t !== NO_TARGET) ? list.map((x) => x.t) : undefined;
   const first = list.map((x) => x.ep);
   const slicePorts: SlicePort[] = ports.map((p, k) => ({
     key: portKey(family, p.name, p.protocol),
     port: p.port,
     endpoints: k === 0 ? first : first.map((e) => ({ ...e, port: p.port })),
   }));
-  return { service: objectKey(ns, svcName), name, family, ports: slicePorts };
+  const out: ParsedSlice = { service: objectKey(ns, svcName), name, family, ports: slicePorts };
+  if (targets) out.targets = targets;
+  return out;
 }
 
 /** A sort key ordering addresses of one family numerically. */
@@ -239,7 +250,12 @@ export function sameEndpoints(
 }
 
 function sameParsedSlice(a: ParsedSlice, b: ParsedSlice): boolean {
-  return a.service === b.service && a.family === b.family && a.ports.length === b.ports.length &&
+  const ta = a.targets, tb = b.targets;
+  const sameTargets = ta === tb ||
+    (ta !== undefined && tb !== undefined && ta.length === tb.length &&
+      ta.every((t, i) => t === tb[i]));
+  return sameTargets && a.service === b.service && a.family === b.family &&
+    a.ports.length === b.ports.length &&
     a.ports.every((p, i) =>
       p.key === b.ports[i].key && p.port === b.ports[i].port &&
       sameEndpoints(p.endpoints, b.ports[i].endpoints)
@@ -253,11 +269,10 @@ interface StoredSlice {
 }
 
 /**
- * Merges the slices of one Service into endpoint lists per port. An
- * endpoint (address + port) in several slices is taken from the most
- * recently updated slice, except that a non-terminating copy always beats a
- * terminating one (the address may have been reused by a new pod while the
- * old pod is still terminating), as upstream.
+ * Merges the slices of one Service into endpoint lists per port. An endpoint (address +
+ * port) in several slices is decided by endpoint_dedup.ts in update order: the same Pod
+ * takes the most recently updated slice's copy (it is moving between slices); different
+ * Pods on one address (reused while the old Pod terminates) prefer the non-terminating one.
  */
 export function mergeSlices(
   slices: Iterable<{ slice: ParsedSlice; seq: number }>,
@@ -270,15 +285,19 @@ export function mergeSlices(
     return out;
   }
   const byPort = new Map<string, Map<string, EndpointInfo>>();
+  const targetOf = new Map<EndpointInfo, number>();
   for (const { slice } of ordered) {
     for (const p of slice.ports) {
       let set = byPort.get(p.key);
       if (!set) byPort.set(p.key, set = new Map());
-      for (const ep of p.endpoints) {
+      for (let i = 0; i < p.endpoints.length; i++) {
+        const ep = p.endpoints[i];
+        const t = slice.targets?.[i] ?? NO_TARGET;
         const k = `${ep.ip}|${ep.port}`;
         const old = set.get(k);
-        if (old && ep.terminating && !old.terminating) continue;
+        if (old && !newerWins(old, targetOf.get(old) ?? NO_TARGET, ep, t)) continue;
         set.set(k, ep);
+        if (t !== NO_TARGET) targetOf.set(ep, t);
       }
     }
   }

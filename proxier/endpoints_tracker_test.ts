@@ -317,3 +317,80 @@ Deno.test("EndpointsTracker: a Service going from one slice to two and back keep
   assert.equal(t.checkout().get("ns/a")!.current.size, 0);
   assert.deepEqual(ips(), []);
 });
+
+/** An endpoint of Pod `pod` (targetRef with a uid) with the given conditions. */
+function podEp(ip: string, pod: string, c: Endpoint["conditions"]): Endpoint {
+  return ep(ip, {
+    conditions: c,
+    targetRef: { kind: "Pod", namespace: "ns", name: pod, uid: pod },
+  });
+}
+const READY = { ready: true, serving: true, terminating: false };
+const GHOST = { ready: false, serving: false, terminating: true };
+const DRAINING = { ready: false, serving: true, terminating: true };
+
+Deno.test("IP reuse (kubernetes#135266): a terminating ghost never decides a reused address", () => {
+  for (const ghostLast of [false, true]) {
+    const t = new EndpointsTracker("me", captureLog().log);
+    const ghost = slice("a-old", "a", [podEp("198.18.1.5", "old-pod", GHOST)]);
+    const live = slice("a-new", "a", [podEp("198.18.1.5", "new-pod", READY)]);
+    for (const s of ghostLast ? [live, ghost] : [ghost, live]) t.update(null, s);
+    const eps = t.checkout().get("ns/a")!.current.get(HTTP4)!;
+    assert.deepEqual(
+      eps.map((e) => [e.ip, e.ready, e.serving, e.terminating]),
+      [["198.18.1.5", true, true, false]],
+      `ghost written ${ghostLast ? "last" : "first"}`,
+    );
+  }
+});
+
+Deno.test("an endpoint moving between slices (same targetRef) takes the newer slice's conditions", () => {
+  const t = new EndpointsTracker("me", captureLog().log);
+  t.update(null, slice("a-1", "a", [podEp("198.18.1.5", "p", READY), ep("198.18.1.6")]));
+  t.checkout();
+  // The controller writes the endpoint into a-2 as it starts terminating, before a-1 drops it.
+  t.update(null, slice("a-2", "a", [podEp("198.18.1.5", "p", DRAINING)]));
+  let eps = t.checkout().get("ns/a")!.current.get(HTTP4)!;
+  assert.deepEqual(eps.map((e) => [e.ip, e.terminating]), [["198.18.1.5", true], [
+    "198.18.1.6",
+    false,
+  ]]);
+  // a-1 rewritten for another reason, still holding its older copy: now a-1 is the newer one.
+  t.update(null, slice("a-1", "a", [podEp("198.18.1.5", "p", READY), ep("198.18.1.7")]));
+  eps = t.checkout().get("ns/a")!.current.get(HTTP4)!;
+  assert.equal(eps.find((e) => e.ip === "198.18.1.5")!.terminating, false);
+  // Without targetRefs the same pair is two Pods: the live copy stays.
+  const u = new EndpointsTracker("me", captureLog().log);
+  u.update(null, slice("a-1", "a", [ep("198.18.1.5", { conditions: READY })]));
+  u.update(null, slice("a-2", "a", [ep("198.18.1.5", { conditions: DRAINING })]));
+  assert.equal(u.checkout().get("ns/a")!.current.get(HTTP4)![0].terminating, false);
+});
+
+Deno.test("duplicates of one address: ties go to the newer copy, across slices and within one", () => {
+  const t = new EndpointsTracker("me", captureLog().log);
+  t.update(null, slice("a-1", "a", [podEp("198.18.1.5", "p", { ...DRAINING, ready: false })]));
+  t.update(null, slice("a-2", "a", [podEp("198.18.1.5", "q", { ...GHOST, serving: true })]));
+  let eps = t.checkout().get("ns/a")!.current.get(HTTP4)!;
+  assert.deepEqual(eps.map((e) => [e.serving, e.terminating]), [[true, true]]);
+  // Within one slice a later position is newer; a live Pod still beats a later ghost.
+  const one = parseEndpointSlice(
+    slice("b-1", "b", [
+      podEp("198.18.1.8", "new", READY),
+      podEp("198.18.1.8", "old", GHOST),
+      podEp("198.18.1.9", "p", READY),
+      podEp("198.18.1.9", "p", DRAINING),
+    ]),
+    "me",
+  )!;
+  assert.deepEqual(one.ports[0].endpoints.map((e) => [e.ip, e.terminating]), [
+    ["198.18.1.8", false],
+    ["198.18.1.9", true],
+  ]);
+  assert.equal(one.targets?.length, 2);
+  // A slice whose only change is a targetRef is a change (the next duplicate may depend on it).
+  const s1 = slice("c-1", "c", [podEp("198.18.2.1", "p", READY)]);
+  assert.equal(t.update(null, s1), true);
+  assert.equal(t.update(s1, slice("c-1", "c", [podEp("198.18.2.1", "p2", READY)])), true);
+  eps = t.checkout().get("ns/c")!.current.get(HTTP4)!;
+  assert.equal(eps.length, 1);
+});

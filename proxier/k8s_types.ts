@@ -66,6 +66,13 @@ export interface Endpoint {
     | null;
   nodeName?: string | null;
   zone?: string | null;
+  /** The object behind the endpoint (a Pod): tells one endpoint moved between slices from two. */
+  targetRef?: {
+    kind?: string | null;
+    namespace?: string | null;
+    name?: string | null;
+    uid?: string | null;
+  } | null;
   hints?: {
     forZones?: { name?: string | null }[] | null;
     forNodes?: { name?: string | null }[] | null;

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { FakeApiServer, type KObject } from "../../tests/fakeapi/server.ts";
-import { type InformerHandlers, WatchSupervisor } from "./informers.ts";
+import { type InformerHandlers, WatchSupervisor } from "./watch_supervisor.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
 import { pagedList } from "./paged_list.ts";

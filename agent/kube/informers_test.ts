@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { FakeApiServer, type KObject } from "../../tests/fakeapi/server.ts";
 import { ApiProbe } from "./api_probe.ts";
-import { type InformerHandlers, startProxyInformers, WatchSupervisor } from "./informers.ts";
+import { startProxyInformers } from "./informers.ts";
+import { type InformerHandlers, WatchSupervisor } from "./watch_supervisor.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
 import { pagedList } from "./paged_list.ts";

@@ -107,10 +107,15 @@ export function slimEndpointSlice(o: Json): Json {
   }
   if (o.endpoints !== undefined) {
     out.endpoints = each(o.endpoints, (e) => {
-      const x = pick(e, ["addresses", "conditions", "nodeName", "zone", "hints"]);
+      const x = pick(e, ["addresses", "conditions", "nodeName", "zone", "hints", "targetRef"]);
       if (isObj(x)) {
         if (isObj(x.conditions)) {
           x.conditions = pick(x.conditions, ["ready", "serving", "terminating"]);
+        }
+        // Only what tells two Pods apart (the uid, else kind/namespace/name).
+        if (isObj(x.targetRef)) {
+          const r = x.targetRef;
+          x.targetRef = r.uid ? { uid: r.uid } : pick(r, ["kind", "namespace", "name"]);
         }
         if (x.nodeName !== undefined) x.nodeName = intern(x.nodeName);
         if (x.zone !== undefined) x.zone = intern(x.zone);

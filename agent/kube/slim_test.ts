@@ -80,6 +80,7 @@ Deno.test("slim: EndpointSlice, Node and ServiceCIDR", () => {
     addresses: ["198.18.1.2"],
     conditions: { ready: true, serving: true, terminating: false },
     nodeName: "n1",
+    targetRef: { kind: "Pod", name: "p" },
     hints: { forZones: [{ name: "a" }] },
   });
   const node = slimNode({
@@ -107,4 +108,21 @@ Deno.test("slim: EndpointSlice, Node and ServiceCIDR", () => {
       spec: { cidrs: ["198.19.0.0/16"] },
     },
   );
+});
+
+Deno.test("slimEndpointSlice keeps of a targetRef only what tells two Pods apart", () => {
+  const s = slimEndpointSlice({
+    metadata: { name: "a", namespace: "ns" },
+    endpoints: [
+      {
+        addresses: ["198.18.1.2"],
+        targetRef: { kind: "Pod", namespace: "ns", name: "p", uid: "u-1", resourceVersion: "9" },
+      },
+      { addresses: ["198.18.1.3"], targetRef: { kind: "Pod", namespace: "ns", name: "q" } },
+    ],
+  });
+  assert.deepEqual((s.endpoints as { targetRef: unknown }[]).map((e) => e.targetRef), [
+    { uid: "u-1" },
+    { kind: "Pod", namespace: "ns", name: "q" },
+  ]);
 });

@@ -4,17 +4,13 @@
  * delete never hits a flow re-created with the same tuple.
  *
  * Everything here runs synchronously on the calling thread: libnetfilter_conntrack
- * invokes the dump callback from inside `nfct_query`.
+ * invokes the dump callback from inside `nfct_query`. The wire values (network-order
+ * addresses, the delete request's header, CTA_ID and fence) are in `wire.ts`.
  *
  * @module
  */
 import type { IpFamily } from "../../net/family.ts";
-import {
-  formatIPv4Number,
-  formatIPv6Bytes,
-  parseIPv4Number,
-  parseIPv6Bytes,
-} from "../../net/ip.ts";
+import { formatIPv6Bytes } from "../../net/ip.ts";
 import {
   AF_INET,
   AF_INET6,
@@ -30,131 +26,21 @@ import {
   NFCT_Q_DUMP,
   NFCT_T_ALL,
 } from "./libconntrack.ts";
-import {
-  align4,
-  NFNL_HDRLEN,
-  NLM_F_ACK,
-  NLM_F_REQUEST,
-  NLMSG_HDRLEN,
-  NLMSG_NOOP,
-  parseAcks,
-  putHeader,
-} from "../netlink/message.ts";
+import { align4, parseAcks } from "../netlink/message.ts";
 import { openNetfilter } from "../netlink/socket.ts";
 import { EAGAIN, EINTR } from "../errno.ts";
 import type { ConntrackClient, ConntrackEntry, DeleteResult, DumpResult } from "./types.ts";
 import { emptyConntrackEntry } from "./types.ts";
-
-/** True on little-endian hosts (x86_64, arm64): network-order values arrive byte-swapped. */
-const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-
-// ---------------------------------------------------------------------------
-// Pure helpers: address text <-> the library's network-order representation.
-// ---------------------------------------------------------------------------
-
-/** Converts a 16-bit value between network and host order (its own inverse). */
-export function swap16(v: number): number {
-  return LITTLE_ENDIAN ? ((v & 0xff) << 8) | ((v >>> 8) & 0xff) : v & 0xffff;
-}
-
-/** Reverses the byte order of a u32. */
-function bswap32(v: number): number {
-  return (((v & 0xff) << 24) | ((v & 0xff00) << 8) | ((v >>> 8) & 0xff00) | (v >>> 24)) >>> 0;
-}
-
-/**
- * Formats an IPv4 address held as a u32 in network byte order, as read by
- * `nfct_get_attr_u32` (the first octet is the lowest byte on little-endian hosts).
- */
-export function formatIpv4(v: number): string {
-  return formatIPv4Number(LITTLE_ENDIAN ? bswap32(v) : v >>> 0);
-}
-
-/**
- * Parses dotted-quad IPv4 text into the u32 network-order value that
- * `nfct_set_attr_u32` expects, or returns -1 when the text is not a plain
- * dotted quad (strict: the entries come from our own canonical text).
- */
-export function parseIpv4(s: string): number {
-  const v = parseIPv4Number(s, 0, s.length, true);
-  return v < 0 || !LITTLE_ENDIAN ? v : bswap32(v);
-}
-
-// ---------------------------------------------------------------------------
-// Pure helpers: ctnetlink delete requests (framing and acks: ../netlink/message.ts).
-// ---------------------------------------------------------------------------
-
-/** nlmsghdr (16) + nfgenmsg (4). */
-export const NLMSG_CT_HDRLEN = NFNL_HDRLEN;
-/** `(NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE`. */
-export const CT_DELETE_TYPE = (1 << 8) | 2;
-/** ctnetlink attribute carrying the conntrack id (u32, big-endian). */
-export const CTA_ID = 12;
-
-/**
- * Writes the nlmsghdr + nfgenmsg of a conntrack delete request at `off`
- * (length set to the header alone; attributes are appended after it). Without
- * `ack` the kernel answers only when the delete fails.
- */
-export function putDeleteHeader(
-  dv: DataView,
-  off: number,
-  seq: number,
-  af: number,
-  ack = false,
-): void {
-  const flags = NLM_F_REQUEST | (ack ? NLM_F_ACK : 0);
-  putHeader(dv, off, NLMSG_CT_HDRLEN, CT_DELETE_TYPE, flags, seq, af);
-}
-
-/**
- * Writes an NLMSG_NOOP request with NLM_F_ACK at `off` and returns its
- * length. The kernel handles the messages of one sendto in order, so its ack
- * arrives after the error reports of every delete sent before it: a fence.
- */
-export function putFence(dv: DataView, off: number, seq: number): number {
-  putHeader(dv, off, NLMSG_HDRLEN, NLMSG_NOOP, NLM_F_REQUEST | NLM_F_ACK, seq);
-  return NLMSG_HDRLEN;
-}
-
-/**
- * Appends a CTA_ID attribute to the message at `off` and updates its
- * nlmsg_len. Returns the new message length.
- */
-export function appendIdAttr(dv: DataView, off: number, id: number): number {
-  const len = dv.getUint32(off, LITTLE_ENDIAN);
-  const at = off + align4(len);
-  dv.setUint16(at, 8, LITTLE_ENDIAN);
-  dv.setUint16(at + 2, CTA_ID, LITTLE_ENDIAN);
-  dv.setUint32(at + 4, id >>> 0, false);
-  const newLen = align4(len) + 8;
-  dv.setUint32(off, newLen, LITTLE_ENDIAN);
-  return newLen;
-}
-
-/** Checks an entry and says what is wrong with it, or returns undefined. */
-export function entryProblem(e: ConntrackEntry): string | undefined {
-  if (e.family !== 4 && e.family !== 6) return `family must be 4 or 6, got ${e.family}`;
-  if (!Number.isInteger(e.proto) || e.proto < 0 || e.proto > 255) {
-    return `proto must be an integer 0-255, got ${e.proto}`;
-  }
-  for (const k of ["origSport", "origDport"] as const) {
-    if (!Number.isInteger(e[k]) || e[k] < 0 || e[k] > 65535) {
-      return `${k} must be an integer 0-65535, got ${e[k]}`;
-    }
-  }
-  if (!Number.isInteger(e.zone) || e.zone < 0 || e.zone > 65535) {
-    return `zone must be an integer 0-65535, got ${e.zone}`;
-  }
-  if (!Number.isInteger(e.id) || e.id < 0 || e.id > 0xffffffff) {
-    return `id must be a u32 (0 = unknown), got ${e.id}`;
-  }
-  return undefined;
-}
-
-// ---------------------------------------------------------------------------
-// The client.
-// ---------------------------------------------------------------------------
+import {
+  appendIdAttr,
+  type EncodedDeletes,
+  encodeDeletes,
+  formatIpv4,
+  LITTLE_ENDIAN,
+  putDeleteHeader,
+  putFence,
+  swap16,
+} from "./wire.ts";
 
 /** Options of {@link openConntrack}. */
 export interface OpenConntrackOptions {
@@ -173,12 +59,6 @@ const TX_BUF = 64 * 1024;
 const MAX_MSG = 512;
 const RX_BUF = 64 * 1024;
 const RCVBUF = 1 << 20;
-
-/** Delete requests validated and converted to wire values, before anything is sent. */
-interface EncodedDeletes {
-  v4: Uint32Array; // src, dst per entry (IPv4 only)
-  v6: Uint8Array | undefined; // 32 bytes per entry (IPv6 only)
-}
 
 /**
  * {@link ConntrackClient} over libnetfilter_conntrack (dump) and a libmnl
@@ -373,37 +253,8 @@ export class FfiConntrackClient implements ConntrackClient {
   delete(entries: readonly ConntrackEntry[]): DeleteResult {
     this.assertOpen();
     if (this.dumping) throw new Error("conntrack delete: called from inside a dump visitor");
-    const enc = this.encode(entries);
+    const enc = encodeDeletes(entries);
     return this.exactDeletes ? this.deleteRaw(entries, enc) : this.deleteQuery(entries, enc);
-  }
-
-  /** Validates every entry and converts its addresses before anything is sent. */
-  private encode(entries: readonly ConntrackEntry[]): EncodedDeletes {
-    const v4 = new Uint32Array(entries.length * 2);
-    let v6: Uint8Array | undefined;
-    for (let i = 0; i < entries.length; i++) {
-      const e = entries[i];
-      let problem = entryProblem(e);
-      if (problem === undefined && e.family === 4) {
-        const s = parseIpv4(e.origSrc);
-        const d = parseIpv4(e.origDst);
-        if (s < 0) problem = `origSrc ${JSON.stringify(e.origSrc)} is not an IPv4 address`;
-        else if (d < 0) problem = `origDst ${JSON.stringify(e.origDst)} is not an IPv4 address`;
-        v4[2 * i] = s;
-        v4[2 * i + 1] = d;
-      } else if (problem === undefined) {
-        v6 ??= new Uint8Array(entries.length * 32);
-        if (!parseIPv6Bytes(e.origSrc, v6, 32 * i, true)) {
-          problem = `origSrc ${JSON.stringify(e.origSrc)} is not an IPv6 address`;
-        } else if (!parseIPv6Bytes(e.origDst, v6, 32 * i + 16, true)) {
-          problem = `origDst ${JSON.stringify(e.origDst)} is not an IPv6 address`;
-        }
-      }
-      if (problem !== undefined) {
-        throw new TypeError(`conntrack delete: entry ${i}: ${problem}; nothing was deleted`);
-      }
-    }
-    return { v4, v6 };
   }
 
   /** Loads entry `i` into the reusable nf_conntrack object of its family. */

@@ -41,6 +41,8 @@ export interface BuildContext {
   localMatches: string[];
   /** A match meaning "not from a pod on this node", or undefined when undetectable. */
   notLocal: string | undefined;
+  /** The localhost NodePort proxy serves this family: UDP/SCTP to its loopback NodePorts are rejected. */
+  localhostNodePorts: boolean;
   /** Problems worth logging (e.g. localhost nodePortAddresses). Not part of the key. */
   warnings: string[];
 }
@@ -176,6 +178,7 @@ export function buildContext(
     masqueradeAll: cfg.masqueradeAll,
     localMatches,
     notLocal,
+    localhostNodePorts: cfg.localhostNodePorts?.includes(fam) ?? false,
     warnings,
   };
 }

@@ -79,6 +79,21 @@ export function endpointsMapName(nodePort: boolean, proto: L4, gen: number): str
   return `${nodePort ? "nodeport-endpoints" : "endpoints"}-${proto}${genSuffix(gen)}`;
 }
 
+const ENDPOINTS_MAP = /^(nodeport-)?endpoints-(tcp|udp|sctp)(?:-g(\d+))?$/;
+
+/** Parses an endpoint bucket map name back into its parts, or undefined for any other name. */
+export function parseEndpointsMap(
+  name: string,
+): { nodePort: boolean; proto: L4; gen: number } | undefined {
+  const m = ENDPOINTS_MAP.exec(name);
+  if (m === null) return undefined;
+  return {
+    nodePort: m[1] !== undefined,
+    proto: m[2] as L4,
+    gen: m[3] === undefined ? 0 : Number(m[3]),
+  };
+}
+
 const CLASS_CHAIN = /^(dnat|external-dnat|nodeport-dnat)-(tcp|udp|sctp)-(\d+)(?:-g(\d+))?$/;
 
 /** Parses a class chain name back into its parts, or undefined for any other name. */

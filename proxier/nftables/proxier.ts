@@ -6,8 +6,11 @@
  * one commit of the written state once the kernel accepted it.
  *
  * Full sync: at start (restart adoption included), after a failure, when the
- * node or build context changed, every `fullSyncPeriodMs`, and when asked.
- * Otherwise partial: only the changed service ports are rebuilt and diffed.
+ * node or build context changed, and when asked (the engine owns the clock of
+ * the periodic check against the kernel). A targeted check after another
+ * program touched our table ({@link Proxier.noteForeign}) plans like a full
+ * sync but reads only the touched objects (plan/touched_view.ts). Otherwise
+ * partial: only the changed service ports are rebuilt and diffed.
  *
  * @module
  */
@@ -18,6 +21,9 @@ import { type BuildContext, buildContext, contextKey } from "./context.ts";
 import type { Plan } from "./plan/common.ts";
 import { planFull } from "./plan/full.ts";
 import { readKernelView } from "./plan/kernel_view.ts";
+import { readTouchedView } from "./plan/touched_view.ts";
+import { elementCheck, isEmptyTouched, mergeTouched, type Touched } from "./foreign.ts";
+import { parseEndpointsMap } from "./names.ts";
 import { planPartial } from "./plan/partial.ts";
 import { type Drift, kernelDrift } from "./drift.ts";
 import type { LogFn } from "../../net/log.ts";
@@ -35,8 +41,6 @@ import { type Delta, WrittenState } from "./written_state.ts";
 export interface ProxierOptions {
   client: NftablesClient;
   config: ProxierConfig;
-  /** Periodic full resync (default 1 h). */
-  fullSyncPeriodMs?: number;
   /** Delay between a chain going stale and its deletion (default 1000 ms; see stale.ts). */
   staleChainDelayMs?: number;
   /**
@@ -125,7 +129,6 @@ export class Proxier {
   readonly written: WrittenState = new WrittenState();
   private readonly client: NftablesClient;
   private readonly cfg: ProxierConfig;
-  private readonly fullPeriod: number;
   private readonly staleDelay: number;
   private readonly maxOps: number;
   private readonly trim: (() => void) | undefined;
@@ -143,7 +146,10 @@ export class Proxier {
   private fullReason = "startup";
   /** The next full sync moves to a fresh generation (the written state may be wrong). */
   private regenerate = false;
-  private lastFull = -Infinity;
+  /** Our objects other programs touched since the last check. */
+  private touched: Touched | undefined;
+  /** Bucket maps other programs changed: reported as drift by the regenerating sync. */
+  private foreignBuckets: string[] = [];
   private pendingStale: StaleReport = emptyStale();
   private programmedState: ProxyState | undefined;
   private busy = false;
@@ -151,7 +157,6 @@ export class Proxier {
   constructor(opts: ProxierOptions) {
     this.client = opts.client;
     this.cfg = opts.config;
-    this.fullPeriod = opts.fullSyncPeriodMs ?? 3_600_000;
     this.staleDelay = opts.staleChainDelayMs ?? 1000;
     this.maxOps = opts.maxOpsPerTransaction ?? 50_000;
     this.trim = opts.trimMemory === false ? undefined : opts.trimMemory ?? mallocTrim;
@@ -178,7 +183,31 @@ export class Proxier {
 
   /** True when the next sync will be full. */
   get nextSyncFull(): boolean {
-    return this.needFull || this.now() - this.lastFull >= this.fullPeriod;
+    return this.needFull;
+  }
+
+  /**
+   * Another program touched these objects of our table: the next sync checks
+   * and repairs them. A change to an endpoint bucket map (never listed: too
+   * big) moves every frontend to a fresh generation instead.
+   */
+  noteForeign(t: Touched): void {
+    if (isEmptyTouched(t)) return;
+    const gen = this.written.gen ?? 0;
+    const buckets = [...t.elements, ...t.sets].filter((s) =>
+      elementCheck(s) === "regenerate" && parseEndpointsMap(s)?.gen === gen
+    );
+    if (buckets.length > 0 && !this.written.empty) {
+      this.foreignBuckets.push(...new Set(buckets));
+      this.requestFullSync("another program changed an endpoint bucket map");
+      this.regenerate = true;
+    }
+    this.touched = this.touched === undefined ? t : mergeTouched(this.touched, t);
+  }
+
+  /** True when a targeted check is waiting. */
+  get checkPending(): boolean {
+    return this.touched !== undefined;
   }
 
   /**
@@ -230,16 +259,22 @@ export class Proxier {
       }
       let plan: Plan;
       let drift: Drift | undefined;
-      if (full) {
+      // A full sync compares everything: the touched objects are among them.
+      const touched = this.written.empty ? undefined : this.touched;
+      this.touched = undefined;
+      if (full || touched !== undefined) {
         const canYield = this.shouldYield !== undefined && this.preempted === 0 &&
           !this.written.empty;
         const services = await this.buildAll(input, ctx, canYield);
-        if (services === undefined) return this.preempt(input, t0, ops, txs);
+        if (services === undefined) return this.preempt(input, t0, ops, txs, touched);
         const listHairpin = this.written.hairpin.size <= this.verifySetLimit;
-        const view = await readKernelView(this.client, listHairpin);
-        if (canYield && this.shouldYield!()) return this.preempt(input, t0, ops, txs);
+        const view = full
+          ? await readKernelView(this.client, listHairpin)
+          : await readTouchedView(this.client, this.written, touched!, listHairpin);
+        if (canYield && this.shouldYield!()) return this.preempt(input, t0, ops, txs, touched);
         // Kernel against what was written; meaningless when the written state is not trusted.
         if (!this.written.empty && !this.regenerate) drift = kernelDrift(this.written, view);
+        drift = this.withForeignBuckets(drift);
         plan = planFull(this.written, {
           ctx,
           contextKey: key,
@@ -259,13 +294,14 @@ export class Proxier {
       if (full) {
         this.needFull = false;
         this.regenerate = false;
-        this.lastFull = this.now();
-        this.preempted = 0;
       }
-      const res = this.finish(input, full, t0, ops + ran.ops, txs + ran.txs, deleted.chains);
+      const checked = full || touched !== undefined;
+      if (checked) this.preempted = 0;
+      const res = this.finish(input, checked, t0, ops + ran.ops, txs + ran.txs, deleted.chains);
       return drift === undefined ? res : { ...res, drift };
     } catch (err) {
       this.requestFullSync("sync failed");
+      this.foreignBuckets = [];
       throw err;
     } finally {
       this.busy = false;
@@ -359,9 +395,31 @@ export class Proxier {
     return { ops, txs };
   }
 
+  /** A regenerating sync's drift, with the bucket maps other programs changed. */
+  private withForeignBuckets(drift: Drift | undefined): Drift | undefined {
+    const b = this.foreignBuckets;
+    if (b.length === 0) return drift;
+    this.foreignBuckets = [];
+    const out = drift ?? { count: 0, examples: [] };
+    return {
+      count: out.count + b.length,
+      examples: [...out.examples, ...b.map((m) => `elements of ${m} changed`)].slice(0, 5),
+    };
+  }
+
   /** Result of a full sync that stepped aside (stale report kept for the next one). */
-  private preempt(input: ProxierInput, t0: number, ops: number, txs: number): SyncResult {
+  private preempt(
+    input: ProxierInput,
+    t0: number,
+    ops: number,
+    txs: number,
+    touched?: Touched,
+  ): SyncResult {
     this.preempted++;
+    // The check that stepped aside is still due.
+    if (touched !== undefined) {
+      this.touched = this.touched === undefined ? touched : mergeTouched(this.touched, touched);
+    }
     // The tracker has handed these changes over: keep them for the next sync.
     this.carried = { changed: new Set(input.changed), deleted: new Set(input.deleted) };
     return {

@@ -191,9 +191,9 @@ Deno.test("proxier: a failed transaction makes the next sync full, fresh, and ke
   assert.equal(sameModuloGen(dump), await freshDump(state));
 });
 
-Deno.test("proxier: context change, node change and the periodic timer force full syncs", async () => {
+Deno.test("proxier: context change, node change and the engine's periodic check force full syncs", async () => {
   const state = syntheticState({ ...OPTS, services: 4 });
-  const { fake, clock, p } = setup(undefined, { fullSyncPeriodMs: 10_000 });
+  const { fake, p } = setup();
   assert.equal((await must(p.sync(input(state)))).full, true);
   assert.equal((await must(p.sync(input(state)))).full, false);
   assert.equal((await must(p.sync({ ...input(state), nodeChanged: true }))).full, true);
@@ -201,7 +201,9 @@ Deno.test("proxier: context change, node change and the periodic timer force ful
   const ctx = await must(p.sync(input(state)));
   assert.equal(ctx.full, true, "ServiceCIDR change alters the context key");
   assert.ok(ctx.ops > 0 && ctx.ops < 10, `only the cluster-ips-check chain changes (${ctx.ops})`);
-  clock.t += 10_000;
+  // The proxier keeps no clock of its own: the engine asks (agent/engine.ts).
+  assert.equal((await must(p.sync(input(state)))).full, false);
+  p.requestFullSync("periodic check against the kernel");
   const periodic = await must(p.sync(input(state)));
   assert.equal(periodic.full, true);
   assert.equal(periodic.ops, 0, "a no-change full sync writes nothing");

@@ -12,7 +12,7 @@ import {
   parseIpv4,
   putDeleteHeader,
   swap16,
-} from "../../ffi/conntrack/client.ts";
+} from "../../ffi/conntrack/wire.ts";
 import { ATTR, loadConntrackLibs } from "../../ffi/conntrack/libconntrack.ts";
 import { align4 } from "../../ffi/netlink/message.ts";
 

@@ -97,6 +97,27 @@ function listedFrontends(view: KernelView): Map<string, Listed> {
   return out;
 }
 
+/**
+ * A targeted check's belief about a frontend: as written, except for the
+ * fields of the dispatch maps the check listed, which are as listed.
+ */
+function asListed(
+  spec: string,
+  nodePort: boolean,
+  head: Listed["e"] | undefined,
+  view: KernelView,
+): string {
+  const maps = LISTED_MAPS.filter(([m, np]) => np === nodePort && view.elements.has(m));
+  if (maps.length === 0) return spec;
+  const f = decodeFrontend(spec);
+  for (const [map] of maps) {
+    if (map === N.serviceIPs || map === N.serviceNodePorts) f.verdict = head?.verdict;
+    else if (map === N.firewallIPs) f.firewall = head?.firewall;
+    else f.noEndpoint = head?.noEndpoint;
+  }
+  return encodeFrontend(f);
+}
+
 /** What the steps of a full plan share. */
 interface FullState {
   readonly input: FullInput;
@@ -178,13 +199,12 @@ function adopt(written: WrittenState, input: FullInput): FullState {
   const believed = new Map<string, string>();
   for (const key of new Set([...d.keys("frontends"), ...listed.keys()])) {
     const rec = d.get("frontends", key);
-    const head = listed.get(key)?.e ?? {};
-    believed.set(
-      key,
-      fresh || cold || rec === undefined
-        ? encodeFrontend({ ...head, buckets: [] })
-        : withBucketsOf(head, rec.spec),
-    );
+    const head = listed.get(key)?.e;
+    let spec: string;
+    if (fresh || cold || rec === undefined) spec = encodeFrontend({ ...head, buckets: [] });
+    else if (view.partial) spec = asListed(rec.spec, rec.nodePort, head, view);
+    else spec = withBucketsOf(head ?? {}, rec.spec);
+    believed.set(key, spec);
   }
   const skeleton = buildSkeleton(input.ctx, gen);
   const claims = claimsOf(input.services);

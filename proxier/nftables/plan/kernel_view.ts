@@ -21,6 +21,11 @@ export interface KernelView {
   elements: ReadonlyMap<string, readonly Element[]>;
   /** Rules per chain, when the listing had them: a count unlike ours means a foreign rule. */
   ruleCounts?: ReadonlyMap<string, number>;
+  /**
+   * A targeted check's view (touched_view.ts): the dispatch maps not in
+   * `elements` hold what the written state says, rather than nothing.
+   */
+  partial?: boolean;
 }
 
 /** The maps a full sync lists, and whether they hold NodePort frontends. */

@@ -9,104 +9,39 @@
  * The tracer interprets exactly the rule vocabulary kube-nft-proxy writes,
  * in the forms nft lists it back, and throws on anything else, so a rule it
  * does not understand is never silently skipped. Only our own table is
- * traced: other tables on the node may act on the packet too.
+ * traced: other tables on the node may act on the packet too. The pure pieces (selectors,
+ * literals, the packet fork, a map key) are in `expr.ts`, the result's types in `types.ts`.
  *
  * @module
  */
 import { ruleWords } from "../../../ffi/nftables/tokens.ts";
 import type { Chain, Element, Hook, Rule } from "../../../ffi/nftables/types.ts";
-import { cidrContains, parseCIDR } from "../../../net/cidr.ts";
-import { nftFamily } from "../../../net/family.ts";
-import { canonicalIP, parseIP } from "../../../net/ip.ts";
+import { parseIP } from "../../../net/ip.ts";
+import {
+  canon,
+  describe,
+  dnatKey,
+  type Fail,
+  fork,
+  isLocal,
+  matchLiteral,
+  type Pkt,
+  reasonOf,
+  type Res,
+  selector,
+} from "./expr.ts";
 import type { RulesetReader } from "./reader.ts";
+import type { Branch, Packet, Step, TraceEnv, TraceResult, Verdict } from "./types.ts";
 
-/** The first packet of a connection. */
-export interface Packet {
-  src: string;
-  dst: string;
-  proto: "tcp" | "udp" | "sctp";
-  dport: number;
-  /** Where it comes from: another machine, a pod on this node, or this node's own stack. */
-  from: "offnode" | "pod" | "host";
-  /** Input interface name (for iifname matches); "" for host traffic. */
-  iif?: string;
-}
+export type { Branch, Packet, Step, TraceEnv, TraceResult, Verdict } from "./types.ts";
 
-/** Facts about the node that `fib` and routing need. */
-export interface TraceEnv {
-  /** Addresses local to the node (for `fib ... type local` and routing). */
-  nodeIPs: string[];
-}
-
-/** One thing that happened to the packet. */
-export interface Step {
-  hook: string;
-  chain: string;
-  /** The rule that matched (nft syntax). */
-  rule?: string;
-  /** The set or map element it hit: `name: key : value`. */
-  element?: string;
-}
-
-/** Final verdicts. */
-export type Verdict = "ACCEPT" | "DROP" | "REJECT";
-
-/** One possible path of the packet. */
-export interface Branch {
-  verdict: Verdict;
-  /** `ip:port` (IPv6 `[ip]:port`) when DNATed. */
-  dnat?: string;
-  masquerade: boolean;
-  /** Hook that decided a DROP/REJECT, or the last hook traversed. */
-  hook: string;
-  /** Share of new connections taking this path. */
-  probability: number;
-  /** Why the packet ends this way, in words. */
-  reason: string;
-  steps: Step[];
-}
-
-/** What happens to the packet, merged over all possible paths. */
-export interface TraceResult {
-  verdict: Verdict;
-  /** Every possible DNAT target, sorted. */
-  dnat: string[];
-  /** Each DNAT target with the share of connections it gets and whether they are masqueraded. */
-  candidates: { dnat: string; probability: number; masquerade: boolean }[];
-  /** True when some path masquerades. */
-  masquerade: boolean;
-  /** The reason of the most likely path. */
-  reason: string;
-  branches: Branch[];
-}
-
-interface Pkt {
-  saddr: string;
-  daddr: string;
-  proto: string;
-  dport: number;
-  mark: number;
-  iif: string;
-  dnat?: string;
-  masq: boolean;
-  p: number;
-  steps: Step[];
-  /** The rule or element that decided a DROP/REJECT (for the reason). */
-  cause?: Step;
-}
-
-type Outcome = "next" | "return" | "accept" | "drop" | "reject";
-interface Res {
-  pkt: Pkt;
-  v: Outcome;
-}
-
-function fork(p: Pkt, step?: Step, share = 1): Pkt {
-  return { ...p, p: p.p * share, steps: step ? [...p.steps, step] : [...p.steps] };
-}
-
-function canon(s: string): string {
-  return canonicalIP(s) ?? s;
+/** One rule being evaluated: its words, where it is, and how the trace goes on after word i. */
+interface RuleRun {
+  t: string[];
+  depth: number;
+  here: Step;
+  fail: Fail;
+  go: (i: number, pkt: Pkt) => Promise<Res[]>;
 }
 
 const HOOK_ORDER: Record<Packet["from"], Hook[]> = {
@@ -118,26 +53,6 @@ const HOOK_ORDER: Record<Packet["from"], Hook[]> = {
 /** Traces the first packet of a connection through the ruleset `reader` reads. */
 export function trace(reader: RulesetReader, pkt: Packet, env: TraceEnv): Promise<TraceResult> {
   return new Tracer(reader, env).run(pkt);
-}
-
-/** Why a branch ends as it does. */
-function reasonOf(b: Omit<Branch, "reason">, cause: Step | undefined): string {
-  if (b.verdict === "ACCEPT") {
-    if (b.dnat !== undefined) return `DNAT to endpoint ${b.dnat}`;
-    return "not translated: no Service frontend on this node matches";
-  }
-  if (b.steps.some((s) => s.element?.startsWith("no-endpoint-"))) {
-    return b.verdict === "REJECT"
-      ? "the Service has no endpoints"
-      : "no endpoint this traffic may use (traffic policy Local, none on this node)";
-  }
-  if (cause?.chain === "cluster-ips-check") {
-    return cause.rule?.includes("@cluster-ips")
-      ? "the ClusterIP has no such port and protocol"
-      : "unallocated ClusterIP (in a ServiceCIDR, but no Service has it)";
-  }
-  if (cause?.chain.startsWith("firewall-")) return "source not in loadBalancerSourceRanges";
-  return `${b.verdict} in chain ${cause?.chain ?? "?"}`;
 }
 
 class Tracer {
@@ -215,7 +130,7 @@ class Tracer {
     };
     for (const h of HOOK_ORDER[from]) live = await pass(h, live);
     for (const p of live) {
-      const toLocal = this.isLocal(p.daddr);
+      const toLocal = isLocal(p.daddr, this.local);
       let ps = [p];
       if (from === "host") {
         ps = await pass("postrouting", ps);
@@ -231,13 +146,6 @@ class Tracer {
       }
     }
     return done;
-  }
-
-  private isLocal(addr: string): boolean {
-    const p = parseIP(addr);
-    if (p && p.family === 4 && p.bytes[0] === 127) return true;
-    if (addr === "::1") return true;
-    return this.local.has(addr);
   }
 
   /** Runs every base chain of a hook in priority order. */
@@ -315,116 +223,142 @@ class Tracer {
     }
     throw new Error(`unknown verdict ${word}`);
   }
-
   /** Evaluates one rule; returns every possible result (numgen forks). */
   private runRule(rule: string, pkt0: Pkt, depth: number, at: Step): Promise<Res[]> {
     const t = ruleWords(rule);
-    const fail = (why: string): never => {
-      throw new Error(`tracer: cannot interpret ${why} in rule: ${rule}`);
+    const run: RuleRun = {
+      t,
+      depth,
+      here: { ...at, rule },
+      fail: (why: string): never => {
+        throw new Error(`tracer: cannot interpret ${why} in rule: ${rule}`);
+      },
+      go: async (i, pkt) => {
+        if (i >= t.length) return [{ pkt, v: "next" }];
+        return await (this.statement(run, i, pkt) ?? this.nat(run, i, pkt) ??
+          this.match(run, i, pkt));
+      },
     };
-    const here: Step = { ...at, rule };
-    const go = async (i: number, pkt: Pkt): Promise<Res[]> => {
-      if (i >= t.length) return [{ pkt, v: "next" }];
-      const w = t[i];
-      const miss: Res[] = [{ pkt, v: "next" }];
-      if (w === "accept" || w === "drop" || w === "reject" || w === "return") {
-        if (i !== t.length - 1) fail(`tokens after ${w}`);
-        return this.verdict(w, undefined, fork(pkt, here), depth, here);
+    return run.go(0, pkt0);
+  }
+
+  /** Verdicts, `ct`, `fib`, `numgen`, `meta mark set` and `update` at word i; else undefined. */
+  private statement(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> | Res[] | undefined {
+    const { t, fail, here, depth, go } = run;
+    const w = t[i];
+    const miss: Res[] = [{ pkt, v: "next" }];
+    if (w === "accept" || w === "drop" || w === "reject" || w === "return") {
+      if (i !== t.length - 1) fail(`tokens after ${w}`);
+      return this.verdict(w, undefined, fork(pkt, here), depth, here);
+    }
+    if (w === "jump" || w === "goto") {
+      if (i !== t.length - 2) fail(`tokens after ${w}`);
+      return this.verdict(w, t[i + 1], fork(pkt, here), depth, here);
+    }
+    if (w === "ct" && t[i + 1] === "state" && t[i + 2] === "new") return go(i + 3, pkt);
+    if (w === "ct" && t[i + 1] === "status" && t[i + 2] === "dnat") {
+      return pkt.dnat !== undefined ? go(i + 3, pkt) : miss;
+    }
+    if (w === "fib" && t[i + 2] === "type" && t[i + 3] === "local") {
+      const a = t[i + 1] === "daddr" ? pkt.daddr : t[i + 1] === "saddr" ? pkt.saddr : fail("fib");
+      return isLocal(a, this.local) ? go(i + 4, pkt) : miss;
+    }
+    if (w === "numgen") return this.numgen(run, i, pkt);
+    if (w === "meta" && t[i + 1] === "mark" && t[i + 2] === "set") {
+      if (t[i + 3] !== "meta" || t[i + 4] !== "mark") fail("mark set");
+      const op = t[i + 5], v = Number(t[i + 6]);
+      if (!Number.isFinite(v)) fail("mark value");
+      const p = fork(pkt, here);
+      if (op === "or" || op === "|") p.mark = (p.mark | v) >>> 0;
+      else if (op === "xor" || op === "^") p.mark = (p.mark ^ v) >>> 0;
+      else fail(`mark operator ${op}`);
+      return go(i + 7, p);
+    }
+    if (w === "update") {
+      const set = t[i + 1];
+      if (!set?.startsWith("@") || !/^\{ ip6? saddr \}$/.test(t[i + 2] ?? "")) fail("update");
+      return go(i + 3, pkt);
+    }
+    return undefined;
+  }
+
+  /** `numgen random mod N M`: either outcome is possible, so both are traced with their share. */
+  private async numgen(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> {
+    const { t, fail } = run;
+    if (t[i + 1] !== "random" || t[i + 2] !== "mod") fail("numgen");
+    const mod = Number(t[i + 3]), val = Number(t[i + 4]);
+    if (!(mod > 0) || !Number.isInteger(val) || val >= mod) fail("numgen values");
+    return [
+      ...(mod > 1 ? [{ pkt: fork(pkt, undefined, (mod - 1) / mod), v: "next" as const }] : []),
+      ...await run.go(i + 5, fork(pkt, undefined, 1 / mod)),
+    ];
+  }
+
+  /** `dnat` and `masquerade` at word i (each ends the rule); else undefined. */
+  private nat(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> | Res[] | undefined {
+    const { t, fail, here } = run;
+    const w = t[i];
+    if (w === "dnat") {
+      let j = i + 1;
+      if (t[j] === "ip" || t[j] === "ip6") j++;
+      if (t[j] === "to" && t[t.length - 2] === "map") {
+        return this.dnatMap(t, j + 1, pkt, fail, here);
       }
-      if (w === "jump" || w === "goto") {
-        if (i !== t.length - 2) fail(`tokens after ${w}`);
-        return this.verdict(w, t[i + 1], fork(pkt, here), depth, here);
+      if (t[j] !== "to" || j + 2 !== t.length) fail("dnat");
+      const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(t[j + 1]) ?? fail("dnat target");
+      const p = fork(pkt, here);
+      p.daddr = canon(m[1] ?? m[2]);
+      p.dport = Number(m[3]);
+      p.dnat = t[j + 1];
+      return [{ pkt: p, v: "accept" }];
+    }
+    if (w === "masquerade") {
+      if (!(i === t.length - 1 || (i === t.length - 2 && t[i + 1] === "fully-random"))) {
+        fail("masquerade options");
       }
-      if (w === "ct" && t[i + 1] === "state" && t[i + 2] === "new") return go(i + 3, pkt);
-      if (w === "ct" && t[i + 1] === "status" && t[i + 2] === "dnat") {
-        return pkt.dnat !== undefined ? go(i + 3, pkt) : miss;
-      }
-      if (w === "fib" && t[i + 2] === "type" && t[i + 3] === "local") {
-        const a = t[i + 1] === "daddr" ? pkt.daddr : t[i + 1] === "saddr" ? pkt.saddr : fail("fib");
-        return this.isLocal(a) ? go(i + 4, pkt) : miss;
-      }
-      if (w === "numgen") {
-        if (t[i + 1] !== "random" || t[i + 2] !== "mod") fail("numgen");
-        const mod = Number(t[i + 3]), val = Number(t[i + 4]);
-        if (!(mod > 0) || !Number.isInteger(val) || val >= mod) fail("numgen values");
-        // Either outcome is possible: trace both, each with its share.
-        return [
-          ...(mod > 1 ? [{ pkt: fork(pkt, undefined, (mod - 1) / mod), v: "next" as const }] : []),
-          ...await go(i + 5, fork(pkt, undefined, 1 / mod)),
-        ];
-      }
-      if (w === "meta" && t[i + 1] === "mark" && t[i + 2] === "set") {
-        if (t[i + 3] !== "meta" || t[i + 4] !== "mark") fail("mark set");
-        const op = t[i + 5], v = Number(t[i + 6]);
-        if (!Number.isFinite(v)) fail("mark value");
-        const p = fork(pkt, here);
-        if (op === "or" || op === "|") p.mark = (p.mark | v) >>> 0;
-        else if (op === "xor" || op === "^") p.mark = (p.mark ^ v) >>> 0;
-        else fail(`mark operator ${op}`);
-        return go(i + 7, p);
-      }
-      if (w === "update") {
-        const set = t[i + 1];
-        if (!set?.startsWith("@") || !/^\{ ip6? saddr \}$/.test(t[i + 2] ?? "")) fail("update");
-        return go(i + 3, pkt);
-      }
-      if (w === "dnat") {
-        let j = i + 1;
-        if (t[j] === "ip" || t[j] === "ip6") j++;
-        if (t[j] === "to" && t[t.length - 2] === "map") {
-          return this.dnatMap(t, j + 1, pkt, fail, here);
-        }
-        if (t[j] !== "to" || j + 2 !== t.length) fail("dnat");
-        const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(t[j + 1]) ?? fail("dnat target");
-        const p = fork(pkt, here);
-        p.daddr = canon(m[1] ?? m[2]);
-        p.dport = Number(m[3]);
-        p.dnat = t[j + 1];
-        return [{ pkt: p, v: "accept" }];
-      }
-      if (w === "masquerade") {
-        if (!(i === t.length - 1 || (i === t.length - 2 && t[i + 1] === "fully-random"))) {
-          fail("masquerade options");
-        }
-        const p = fork(pkt, here);
-        p.masq = true;
-        return [{ pkt: p, v: "accept" }];
-      }
-      // Selector expressions: sel (. sel)* then a relation, set lookup or vmap.
-      const values: string[] = [];
-      let j = i;
-      for (;;) {
-        const [v, n] = this.selector(t, j, pkt, fail);
-        values.push(v);
-        j = n;
-        if (t[j] !== ".") break;
-        j++;
-      }
-      if (t[j] === "vmap") {
-        const ref = t[j + 1];
-        if (!ref?.startsWith("@") || j + 2 !== t.length) fail("vmap");
-        const e = await this.element(ref.slice(1), values);
-        if (!e) return miss;
-        const [word, target] = (e.value ?? []).join(" ").split(" ");
-        const step = { ...here, element: describe(ref.slice(1), e) };
-        return this.verdict(word, target, fork(pkt, step), depth, step);
-      }
-      let neg = false;
-      if (t[j] === "!=") {
-        neg = true;
-        j++;
-      } else if (t[j] === "==") j++;
-      const rhs = t[j] ?? fail("missing value");
-      let hit: boolean;
-      if (rhs.startsWith("@")) {
-        hit = (await this.element(rhs.slice(1), values)) !== undefined;
-      } else {
-        if (values.length !== 1) fail("concatenation compared to a literal");
-        hit = matchLiteral(values[0], rhs, fail);
-      }
-      return hit !== neg ? go(j + 1, pkt) : miss;
-    };
-    return go(0, pkt0);
+      const p = fork(pkt, here);
+      p.masq = true;
+      return [{ pkt: p, v: "accept" }];
+    }
+    return undefined;
+  }
+
+  /** Selector expressions at word i: sel (. sel)* then a relation, set lookup or vmap. */
+  private async match(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> {
+    const { t, fail, here, depth } = run;
+    const miss: Res[] = [{ pkt, v: "next" }];
+    const values: string[] = [];
+    let j = i;
+    for (;;) {
+      const [v, n] = selector(t, j, pkt, fail);
+      values.push(v);
+      j = n;
+      if (t[j] !== ".") break;
+      j++;
+    }
+    if (t[j] === "vmap") {
+      const ref = t[j + 1];
+      if (!ref?.startsWith("@") || j + 2 !== t.length) fail("vmap");
+      const e = await this.element(ref.slice(1), values);
+      if (!e) return miss;
+      const [word, target] = (e.value ?? []).join(" ").split(" ");
+      const step = { ...here, element: describe(ref.slice(1), e) };
+      return this.verdict(word, target, fork(pkt, step), depth, step);
+    }
+    let neg = false;
+    if (t[j] === "!=") {
+      neg = true;
+      j++;
+    } else if (t[j] === "==") j++;
+    const rhs = t[j] ?? fail("missing value");
+    let hit: boolean;
+    if (rhs.startsWith("@")) {
+      hit = (await this.element(rhs.slice(1), values)) !== undefined;
+    } else {
+      if (values.length !== 1) fail("concatenation compared to a literal");
+      hit = matchLiteral(values[0], rhs, fail);
+    }
+    return hit !== neg ? run.go(j + 1, pkt) : miss;
   }
 
   /**
@@ -437,33 +371,12 @@ class Tracer {
     t: string[],
     from: number,
     pkt: Pkt,
-    fail: (why: string) => never,
+    fail: Fail,
     here: Step,
   ): Promise<Res[]> {
     const ref = t[t.length - 1];
     if (!ref.startsWith("@")) fail("dnat map reference");
-    const parts: string[][] = [[]];
-    for (const tok of t.slice(from, t.length - 2)) {
-      if (tok === ".") parts.push([]);
-      else parts[parts.length - 1].push(tok);
-    }
-    let fork_: number | undefined;
-    const fixed = parts.map((p) => {
-      if (p[0] === "numgen") {
-        if (p[1] !== "random" || p[2] !== "mod" || p.length !== 4) fail("numgen in a map key");
-        fork_ = Number(p[3]);
-        return undefined;
-      }
-      // nft lists a map key's `th dport` as `tcp dport` when the map's data
-      // is typed that way: the same transport-header load.
-      if (p.length === 2 && p[1] === "dport" && /^(tcp|udp|sctp)$/.test(p[0])) {
-        return String(pkt.dport);
-      }
-      const [v, n] = this.selector(p, 0, pkt, fail);
-      if (n !== p.length) fail(`map key part "${p.join(" ")}"`);
-      return v;
-    });
-    const n = fork_ ?? 1;
+    const { fixed, buckets: n } = dnatKey(t, from, pkt, fail);
     const out: Res[] = [];
     for (let b = 0; b < n; b++) {
       const key = fixed.map((v) => v ?? String(b));
@@ -481,54 +394,4 @@ class Tracer {
     }
     return out;
   }
-
-  /** Reads one selector at t[i]; returns its value for the packet and the next index. */
-  private selector(
-    t: string[],
-    i: number,
-    pkt: Pkt,
-    fail: (why: string) => never,
-  ): [string, number] {
-    const w = t[i];
-    if ((w === "ip" || w === "ip6") && (t[i + 1] === "saddr" || t[i + 1] === "daddr")) {
-      const fam = nftFamily(parseIP(pkt.daddr)?.family ?? 4);
-      if (fam !== w) fail(`${w} selector on an ${fam} packet`);
-      return [t[i + 1] === "saddr" ? pkt.saddr : pkt.daddr, i + 2];
-    }
-    if (w === "meta" && t[i + 1] === "l4proto") return [pkt.proto, i + 2];
-    if (w === "th" && t[i + 1] === "dport") return [String(pkt.dport), i + 2];
-    if (w === "iifname") return [pkt.iif, i + 1];
-    if (w === "meta" && t[i + 1] === "mark") {
-      if (t[i + 2] === "&") {
-        const m = Number(t[i + 3]);
-        if (!Number.isFinite(m)) fail("mark mask");
-        return [String((pkt.mark & m) >>> 0), i + 4];
-      }
-      return [String(pkt.mark), i + 2];
-    }
-    return fail(`selector "${w}"`);
-  }
-}
-
-/** `name: key : value "comment"`, for steps. */
-function describe(name: string, e: Element): string {
-  const v = e.value === undefined ? "" : ` : ${e.value.join(" . ")}`;
-  const c = e.comment === undefined ? "" : ` (${e.comment})`;
-  return `${name}: ${e.key.join(" . ")}${v}${c}`;
-}
-
-function matchLiteral(value: string, rhs: string, fail: (why: string) => never): boolean {
-  if (rhs.startsWith('"')) {
-    const s = rhs.slice(1, -1);
-    return s.endsWith("*") ? value.startsWith(s.slice(0, -1)) : value === s;
-  }
-  if (rhs.includes("/")) {
-    const c = parseCIDR(rhs) ?? fail(`CIDR ${rhs}`);
-    const ip = parseIP(value);
-    return ip !== null && cidrContains(c, ip);
-  }
-  if (parseIP(rhs)) return canon(value) === canon(rhs);
-  if (/^(0x[0-9a-f]+|[0-9]+)$/i.test(rhs)) return Number(value) === Number(rhs);
-  if (/^(tcp|udp|sctp)$/.test(rhs)) return value === rhs;
-  return fail(`literal ${rhs}`);
 }

@@ -9,7 +9,7 @@ import {
   putDeleteHeader,
   putFence,
   swap16,
-} from "./client.ts";
+} from "./wire.ts";
 import type { ConntrackEntry } from "./types.ts";
 
 const LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;

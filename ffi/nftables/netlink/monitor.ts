@@ -1,0 +1,212 @@
+/**
+ * A subscription to nf_tables change notifications (NFNLGRP_NFTABLES on a
+ * NETLINK_NETFILTER socket), with this process's own changes told apart:
+ *
+ * - Every notification carries the port id of the socket that sent the batch.
+ *   Our batches go out on our own sockets (the raw element writer's and the
+ *   one libnftables opens inside its context), whose port ids
+ *   ../../netlink/own_portids.ts reads from /proc. A notification from an
+ *   unknown port id refreshes that set once before it counts as foreign.
+ * - A socket filter (classic BPF on nlmsg_pid) drops our own notifications in
+ *   the kernel, so a cold start's hundreds of thousands of element
+ *   notifications neither reach the event loop nor overrun the socket.
+ *
+ * A poll(2) on a worker thread waits for the socket with a 1 s timeout (so
+ * stopping takes at most that long, and an idle agent wakes once a second for
+ * a few µs); the receives then run on the event loop's thread without
+ * waiting, where errno (ENOBUFS: an overrun) can be read.
+ *
+ * @module
+ */
+import { EAGAIN, EINTR } from "../../errno.ts";
+import { lastErrno, libc, strerror } from "../../libc.ts";
+import { libmnl } from "../../netlink/libmnl.ts";
+import { openNetfilter } from "../../netlink/socket.ts";
+import { NETLINK_NETFILTER } from "../../netlink/message.ts";
+import { ownPortids } from "../../netlink/own_portids.ts";
+import { decodeNotifications, type NftNotification } from "./notify.ts";
+
+const SOL_SOCKET = 1, SO_ATTACH_FILTER = 26;
+const SOL_NETLINK = 270, NETLINK_ADD_MEMBERSHIP = 1;
+/** enum nfnetlink_groups: NFNLGRP_NFTABLES. */
+export const NFNLGRP_NFTABLES = 7;
+const ENOBUFS = 105;
+const MSG_DONTWAIT = 0x40;
+const POLLIN = 1;
+const RX = 1 << 17;
+/** A filter jumps at most 255 instructions: more own sockets than this are not filtered. */
+const FILTER_MAX = 200;
+
+/** What a {@link NftablesMonitor} reports. */
+export interface MonitorHandlers {
+  /** Notifications of one receive that other programs caused (never empty). */
+  onForeign(msgs: NftNotification[]): void;
+  /** The socket overran: notifications were lost, anything may have changed. */
+  onOverrun(): void;
+  /** The monitor stopped on an error it cannot recover from. */
+  onError?(err: Error): void;
+}
+
+/**
+ * Tells our notifications from foreign ones by port id; `refresh` re-reads
+ * our sockets' port ids (a new socket, or libnftables reopening its own).
+ */
+export class OwnSockets {
+  #ids: Set<number>;
+  constructor(private readonly refresh: () => Set<number> = () => ownPortids(NETLINK_NETFILTER)) {
+    this.#ids = refresh();
+  }
+
+  /** Our sockets' port ids as last read. */
+  get ids(): ReadonlySet<number> {
+    return this.#ids;
+  }
+
+  /**
+   * The notifications another program caused, and whether our set of port
+   * ids changed (one refresh when an unknown port id shows up).
+   */
+  foreign(msgs: readonly NftNotification[]): { foreign: NftNotification[]; changed: boolean } {
+    let changed = false;
+    if (msgs.some((m) => !this.#ids.has(m.portid))) {
+      const fresh = this.refresh();
+      changed = fresh.size !== this.#ids.size || [...fresh].some((p) => !this.#ids.has(p));
+      if (changed) this.#ids = fresh;
+    }
+    return { foreign: msgs.filter((m) => !this.#ids.has(m.portid)), changed };
+  }
+}
+
+const swap32 = (x: number) =>
+  (((x & 0xff) << 24) | ((x & 0xff00) << 8) | ((x >>> 8) & 0xff00) | (x >>> 24)) >>> 0;
+
+/**
+ * The classic BPF program that drops skbs whose (first) message came from one
+ * of `portids`: `ld [12]` loads nlmsg_pid (network order, so compared
+ * byte-swapped on little-endian hosts), one `jeq` each, accept, drop.
+ */
+export function ownPortidFilter(portids: Iterable<number>): Uint8Array {
+  const ids = [...portids].slice(0, FILTER_MAX);
+  const n = ids.length;
+  const prog = new Uint8Array((n + 3) * 8);
+  const dv = new DataView(prog.buffer);
+  const put = (i: number, code: number, jt: number, jf: number, k: number) => {
+    dv.setUint16(i * 8, code, true);
+    dv.setUint8(i * 8 + 2, jt);
+    dv.setUint8(i * 8 + 3, jf);
+    dv.setUint32(i * 8 + 4, k, true);
+  };
+  const LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+  put(0, 0x20, 0, 0, 12); // BPF_LD | BPF_W | BPF_ABS
+  ids.forEach((p, i) => put(i + 1, 0x15, n - i, 0, LE ? swap32(p) : p >>> 0)); // BPF_JMP|BPF_JEQ|BPF_K
+  put(n + 1, 0x06, 0, 0, 0xffffffff); // BPF_RET: accept
+  put(n + 2, 0x06, 0, 0, 0); // BPF_RET: drop
+  return prog;
+}
+
+/** One subscription to nf_tables notifications. */
+export class NftablesMonitor {
+  readonly #nl: Deno.PointerObject;
+  readonly #fd: number;
+  readonly #own: OwnSockets;
+  #running: Promise<void> | undefined;
+  #stopped = false;
+  #closed = false;
+
+  /**
+   * Opens and subscribes the socket.
+   *
+   * @throws Error naming the failed step (no libmnl, no permission).
+   */
+  constructor(own = new OwnSockets()) {
+    const { nl, fd } = openNetfilter({ timeoutSec: 1, rcvbuf: 8 << 20 });
+    this.#nl = nl;
+    this.#fd = fd;
+    this.#own = own;
+    const c = libc();
+    if (
+      c.setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, new Int32Array([NFNLGRP_NFTABLES]), 4) <
+        0
+    ) {
+      const why = strerror(lastErrno());
+      libmnl().mnl_socket_close(nl);
+      throw new Error(`nftables notifications: joining the group: ${why}`);
+    }
+    this.#filter();
+  }
+
+  /** Port ids of our own sockets, as last read. */
+  get ownPortids(): ReadonlySet<number> {
+    return this.#own.ids;
+  }
+
+  /** (Re)installs the socket filter that drops our own notifications. */
+  #filter(): void {
+    const prog = ownPortidFilter(this.#own.ids);
+    const fprog = new BigUint64Array(2);
+    fprog[0] = BigInt(prog.length / 8);
+    fprog[1] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(prog)));
+    // A filter that cannot be attached only costs reading our own notifications.
+    libc().setsockopt(this.#fd, SOL_SOCKET, SO_ATTACH_FILTER, new Uint8Array(fprog.buffer), 16);
+  }
+
+  /** Starts receiving; handlers run on the event loop. */
+  start(h: MonitorHandlers): void {
+    this.#running ??= this.#loop(h).catch((err) => {
+      if (!this.#stopped) h.onError?.(err instanceof Error ? err : new Error(String(err)));
+    }).finally(() => this.#close());
+  }
+
+  async #loop(h: MonitorHandlers): Promise<void> {
+    const c = libc();
+    const rx = new Uint8Array(RX);
+    // struct pollfd { int fd; short events; short revents; }
+    const pfd = new Uint8Array(8);
+    const pv = new DataView(pfd.buffer);
+    pv.setInt32(0, this.#fd, true);
+    pv.setInt16(4, POLLIN, true);
+    while (!this.#stopped) {
+      pv.setInt16(6, 0, true);
+      await c.poll_async(pfd, 1n, 1000);
+      if (this.#stopped) return;
+      if (pv.getInt16(6, true) === 0) continue; // timeout
+      this.#drain(h, rx);
+    }
+  }
+
+  /** Receives until the socket is empty, reporting foreign notifications and overruns. */
+  #drain(h: MonitorHandlers, rx: Uint8Array): void {
+    const c = libc();
+    for (;;) {
+      const got = Number(c.recv(this.#fd, rx, BigInt(RX), MSG_DONTWAIT));
+      if (got < 0) {
+        const e = lastErrno();
+        if (e === EINTR) continue;
+        if (e === EAGAIN) return;
+        if (e === ENOBUFS) {
+          h.onOverrun();
+          continue;
+        }
+        throw new Error(`nftables notifications: receive: ${strerror(e)}`);
+      }
+      const msgs = decodeNotifications(rx, got);
+      if (msgs.length === 0) continue;
+      const { foreign, changed } = this.#own.foreign(msgs);
+      if (changed) this.#filter();
+      if (foreign.length > 0) h.onForeign(foreign);
+    }
+  }
+
+  #close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    libmnl().mnl_socket_close(this.#nl);
+  }
+
+  /** Stops receiving (within the receive timeout) and closes the socket. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#running === undefined) this.#close();
+    await this.#running;
+  }
+}

@@ -1,0 +1,57 @@
+/**
+ * Which copy of an endpoint address wins when it is listed twice in one Service's
+ * EndpointSlices (kube-proxy 1.36, kubernetes#135266 / PR #135593, endpointslicecache.go's
+ * addEndpoints). Two cases look alike and need opposite answers:
+ *
+ * - the same Pod (same targetRef) in two slices: the EndpointSlice controller is moving the
+ *   endpoint, and the copy from the more recently written slice has the current conditions,
+ *   terminating or not;
+ * - two different Pods with the same IP: the pod network reused the address of a Pod that is
+ *   still terminating; the live (non-terminating) Pod owns the address now, whichever slice
+ *   was written last.
+ *
+ * Upstream applies the second rule to both (its comment says the first would be better but it
+ * cannot tell which slice is newer) and leaves a tie to Go's map order. We know each slice's
+ * update order, so: the same Pod takes the newer copy; otherwise a non-terminating copy beats a
+ * terminating one; otherwise (both live, or both terminating) the newer copy wins. An endpoint
+ * without a targetRef counts as a different Pod.
+ *
+ * @module
+ */
+
+import type { Endpoint } from "./k8s_types.ts";
+
+/** No targetRef. */
+export const NO_TARGET = 0;
+
+/**
+ * A compact identity of an endpoint's targetRef (the uid, else kind/namespace/name), or
+ * {@link NO_TARGET}. A 31-bit FNV-1a hash, so the per-endpoint cost is one small integer:
+ * two different Pods on one address collide with odds of 1 in 2^31, and a collision only
+ * makes the newer copy win, as for a moved endpoint.
+ */
+export function targetId(ref: Endpoint["targetRef"]): number {
+  if (!ref) return NO_TARGET;
+  const key = ref.uid ? `u:${ref.uid}` : ref.name ? `${ref.kind}/${ref.namespace}/${ref.name}` : "";
+  if (key === "") return NO_TARGET;
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 1) || 1;
+}
+
+/**
+ * Whether the newer copy `cur` (target `curT`) replaces the older copy `old` (target `oldT`)
+ * of the same address and port.
+ */
+export function newerWins(
+  old: { terminating: boolean },
+  oldT: number,
+  cur: { terminating: boolean },
+  curT: number,
+): boolean {
+  if (curT !== NO_TARGET && curT === oldT) return true;
+  return !cur.terminating || old.terminating;
+}
