@@ -3,7 +3,7 @@
  * server parses them for list and watch requests.
  * @module
  */
-import type { KObject } from "./server.ts";
+import type { KObject } from "./resources.ts";
 
 /** A compiled selector. */
 export type Filter = (o: KObject) => boolean;

@@ -22,82 +22,20 @@
  * @module
  */
 import { type Filter, parseFieldSelector, parseLabelSelector } from "./selectors.ts";
+import {
+  type KObject,
+  kubeconfigFor,
+  type ResourceInfo,
+  RESOURCES,
+  status,
+  tooLarge,
+} from "./resources.ts";
+import { WatchHub } from "./watch_hub.ts";
 
 export { parseFieldSelector, parseLabelSelector };
+export type { KObject };
 
-/** A Kubernetes object as JSON. */
-export interface KObject {
-  apiVersion?: string;
-  kind?: string;
-  metadata?: {
-    name?: string;
-    namespace?: string;
-    labels?: Record<string, string>;
-    resourceVersion?: string;
-    uid?: string;
-    creationTimestamp?: string;
-    deletionTimestamp?: string;
-    [k: string]: unknown;
-  };
-  [k: string]: unknown;
-}
-
-interface ResourceInfo {
-  plural: string;
-  kind: string;
-  apiVersion: string;
-  namespaced: boolean;
-  prefix: string;
-}
-
-/** The resources this server knows, by kind. */
-export const RESOURCES: Record<string, ResourceInfo> = {
-  Service: {
-    plural: "services",
-    kind: "Service",
-    apiVersion: "v1",
-    namespaced: true,
-    prefix: "/api/v1",
-  },
-  Node: { plural: "nodes", kind: "Node", apiVersion: "v1", namespaced: false, prefix: "/api/v1" },
-  EndpointSlice: {
-    plural: "endpointslices",
-    kind: "EndpointSlice",
-    apiVersion: "discovery.k8s.io/v1",
-    namespaced: true,
-    prefix: "/apis/discovery.k8s.io/v1",
-  },
-  ServiceCIDR: {
-    plural: "servicecidrs",
-    kind: "ServiceCIDR",
-    apiVersion: "networking.k8s.io/v1",
-    namespaced: false,
-    prefix: "/apis/networking.k8s.io/v1",
-  },
-};
-
-type EventType = "ADDED" | "MODIFIED" | "DELETED";
-
-interface StoredEvent {
-  rv: number;
-  kind: string;
-  type: EventType;
-  object: KObject;
-  /** Previous version, for selector transitions. */
-  prev?: KObject;
-}
-
-interface Watcher {
-  kind: string;
-  /** Events and bookmarks up to this resourceVersion are not sent (a watch from the future). */
-  after: number;
-  filter: Filter;
-  controller: ReadableStreamDefaultController<Uint8Array>;
-  bookmarks: boolean;
-  timer?: ReturnType<typeof setInterval>;
-  timeout?: ReturnType<typeof setTimeout>;
-  closed: boolean;
-}
+const clone = <T>(o: T): T => structuredClone(o);
 
 /** The server's objects at one resourceVersion, from {@link FakeApiServer.snapshot}. */
 export interface ApiSnapshot {
@@ -115,42 +53,18 @@ export interface FakeApiOptions {
   bookmarkIntervalMs?: number;
 }
 
-const enc = new TextEncoder();
-
-function clone<T>(o: T): T {
-  return structuredClone(o);
-}
-
-function status(code: number, reason: string, message: string): Response {
-  return new Response(
-    JSON.stringify({
-      kind: "Status",
-      apiVersion: "v1",
-      metadata: {},
-      status: "Failure",
-      message,
-      reason,
-      code,
-    }),
-    { status: code, headers: { "content-type": "application/json" } },
-  );
-}
-
 /** A fake API server; create with {@link FakeApiServer.start}. */
 export class FakeApiServer {
   /** Every request path+query received, in order (for assertions). */
   readonly requests: string[] = [];
   #rv = 0;
-  #compactedRv = 0;
-  #events: StoredEvent[] = [];
   readonly #objects = new Map<string, Map<string, KObject>>();
-  readonly #watchers = new Set<Watcher>();
+  readonly #watches: WatchHub;
   #server?: Deno.HttpServer<Deno.NetAddr>;
   #port: number;
   #failures: Array<{ status: number; match?: (path: string) => boolean }> = [];
   #delays: Array<{ ms: number; match: (path: string) => boolean }> = [];
   readonly #serviceCIDRs: boolean;
-  readonly #bookmarkMs: number;
   /** Snapshots of paged lists, by continue token id. */
   readonly #pages = new Map<string, { items: KObject[]; rv: number }>();
   #pageId = 0;
@@ -158,7 +72,10 @@ export class FakeApiServer {
   private constructor(opts: FakeApiOptions) {
     this.#port = opts.port ?? 0;
     this.#serviceCIDRs = opts.serviceCIDRs ?? true;
-    this.#bookmarkMs = opts.bookmarkIntervalMs ?? 1000;
+    this.#watches = new WatchHub({
+      rv: () => this.#rv,
+      objects: (kind) => this.#objects.get(kind)!.values(),
+    }, opts.bookmarkIntervalMs ?? 1000);
     for (const k of Object.keys(RESOURCES)) this.#objects.set(k, new Map());
   }
 
@@ -186,7 +103,7 @@ export class FakeApiServer {
 
   /** Number of open watch streams. */
   get openWatches(): number {
-    return this.#watchers.size;
+    return this.#watches.size;
   }
 
   /** Starts listening (again) on the same port. */
@@ -229,7 +146,7 @@ export class FakeApiServer {
    * `abort` an errored stream (the connection is cut mid-response).
    */
   dropWatches(opts: { abort?: boolean } = {}): void {
-    for (const w of [...this.#watchers]) this.#closeWatcher(w, opts.abort);
+    this.#watches.dropAll(opts.abort);
   }
 
   /**
@@ -237,14 +154,7 @@ export class FakeApiServer {
    * an unknown event type, a wrong-typed object, as a misbehaving server or proxy would.
    */
   sendRaw(kind: string, line: string): void {
-    for (const w of this.#watchers) {
-      if (w.kind !== kind || w.closed) continue;
-      try {
-        w.controller.enqueue(enc.encode(line + "\n"));
-      } catch {
-        this.#closeWatcher(w);
-      }
-    }
+    this.#watches.sendRaw(kind, line);
   }
 
   /** The next request whose path matches is answered only after `ms` (a slow list, say). */
@@ -264,8 +174,7 @@ export class FakeApiServer {
 
   /** Forgets the event history: watches from an older resourceVersion now get 410 Gone. */
   compact(): void {
-    this.#compactedRv = this.#rv;
-    this.#events = [];
+    this.#watches.compact(this.#rv);
   }
 
   /** A copy of every object and the resourceVersion (a backup, for {@link restore}). */
@@ -283,8 +192,7 @@ export class FakeApiServer {
   restore(snap: ApiSnapshot): void {
     for (const [kind, m] of snap.objects) this.#objects.set(kind, new Map(clone([...m])));
     this.#rv = snap.rv;
-    this.#compactedRv = snap.rv;
-    this.#events = [];
+    this.#watches.compact(snap.rv);
     this.#pages.clear();
     this.dropWatches();
   }
@@ -312,7 +220,7 @@ export class FakeApiServer {
     };
     if (info.namespaced === false) delete o.metadata.namespace;
     store.set(key, o);
-    this.#emit({
+    this.#watches.emit({
       rv: this.#rv,
       kind: info.kind,
       type: prev ? "MODIFIED" : "ADDED",
@@ -342,7 +250,7 @@ export class FakeApiServer {
     store.delete(key);
     const o = clone(prev);
     o.metadata!.resourceVersion = String(++this.#rv);
-    this.#emit({ rv: this.#rv, kind, type: "DELETED", object: o, prev });
+    this.#watches.emit({ rv: this.#rv, kind, type: "DELETED", object: o, prev });
     return true;
   }
 
@@ -353,27 +261,7 @@ export class FakeApiServer {
 
   /** A kubeconfig (YAML) pointing at this server over plain HTTP. */
   kubeconfigYaml(): string {
-    // client-node 2.x refuses plain http unless the cluster skips TLS verification.
-    return [
-      "apiVersion: v1",
-      "kind: Config",
-      "clusters:",
-      "- name: fake",
-      "  cluster:",
-      `    server: ${this.url}`,
-      "    insecure-skip-tls-verify: true",
-      "users:",
-      "- name: fake",
-      "  user:",
-      "    token: fake-token",
-      "contexts:",
-      "- name: fake",
-      "  context:",
-      "    cluster: fake",
-      "    user: fake",
-      "current-context: fake",
-      "",
-    ].join("\n");
+    return kubeconfigFor(this.url);
   }
 
   /** Writes {@link kubeconfigYaml} to `path` (default: a new temp file); returns the path. */
@@ -458,11 +346,13 @@ export class FakeApiServer {
       return Response.json(o);
     }
     const watch = url.searchParams.get("watch");
-    if (watch === "true" || watch === "1") return this.#watch(r.info, filter, url.searchParams);
+    if (watch === "true" || watch === "1") {
+      return this.#watches.open(r.info, filter, url.searchParams);
+    }
     const limit = Number(url.searchParams.get("limit") ?? "0");
     const token = url.searchParams.get("continue");
     const asked = Number(url.searchParams.get("resourceVersion") ?? "");
-    if (!token && asked > this.#rv) return this.#tooLarge(asked);
+    if (!token && asked > this.#rv) return tooLarge(asked, this.#rv);
     let snap: { items: KObject[]; rv: number };
     let offset = 0;
     if (token) {
@@ -493,129 +383,5 @@ export class FakeApiServer {
       metadata: { resourceVersion: String(snap.rv), ...(next ? { continue: next } : {}) },
       items: snap.items.slice(offset, end),
     });
-  }
-
-  /** What the real server answers a request for a version it has not reached (after ~3 s). */
-  #tooLarge(asked: number): Response {
-    return Response.json({
-      kind: "Status",
-      apiVersion: "v1",
-      metadata: {},
-      status: "Failure",
-      message: `Too large resource version: ${asked}, current: ${this.#rv}`,
-      reason: "Timeout",
-      details: {
-        causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
-        retryAfterSeconds: 1,
-      },
-      code: 504,
-    }, { status: 504 });
-  }
-
-  #watch(info: ResourceInfo, filter: Filter, params: URLSearchParams): Response {
-    const rvParam = params.get("resourceVersion") ?? "";
-    const from = rvParam === "" || rvParam === "0" ? undefined : Number(rvParam);
-    if (from !== undefined && !Number.isFinite(from)) {
-      return status(400, "BadRequest", `invalid resourceVersion "${rvParam}"`);
-    }
-    const bookmarks = params.get("allowWatchBookmarks") === "true";
-    const timeoutSeconds = Number(params.get("timeoutSeconds") ?? "0");
-    let watcher!: Watcher;
-    const body = new ReadableStream<Uint8Array>({
-      start: (controller) => {
-        // From a version the server has not reached: nothing up to it is sent.
-        const after = from !== undefined && from > this.#rv ? from : 0;
-        watcher = { kind: info.kind, after, filter, controller, bookmarks, closed: false };
-        this.#watchers.add(watcher);
-        if (from !== undefined && from < this.#compactedRv) {
-          this.#send(watcher, {
-            type: "ERROR",
-            object: {
-              kind: "Status",
-              apiVersion: "v1",
-              metadata: {},
-              status: "Failure",
-              message: `too old resource version: ${from} (${this.#compactedRv})`,
-              reason: "Expired",
-              code: 410,
-            },
-          });
-          this.#closeWatcher(watcher);
-          return;
-        }
-        if (from === undefined) {
-          // Like the real server: synthetic ADDED events for the current state.
-          for (const o of this.#objects.get(info.kind)!.values()) {
-            if (filter(o)) this.#send(watcher, { type: "ADDED", object: o });
-          }
-        } else {
-          for (const ev of this.#events) {
-            if (ev.rv > from && ev.kind === info.kind) this.#deliver(watcher, ev);
-          }
-        }
-        if (bookmarks) {
-          watcher.timer = setInterval(() => {
-            if (this.#rv <= watcher.after) return;
-            this.#send(watcher, {
-              type: "BOOKMARK",
-              object: {
-                kind: info.kind,
-                apiVersion: info.apiVersion,
-                metadata: { resourceVersion: String(this.#rv) },
-              },
-            });
-          }, this.#bookmarkMs);
-        }
-        if (timeoutSeconds > 0) {
-          watcher.timeout = setTimeout(() => this.#closeWatcher(watcher), timeoutSeconds * 1000);
-        }
-      },
-      cancel: () => this.#closeWatcher(watcher),
-    });
-    return new Response(body, { headers: { "content-type": "application/json" } });
-  }
-
-  #emit(ev: StoredEvent): void {
-    this.#events.push(ev);
-    for (const w of this.#watchers) if (w.kind === ev.kind) this.#deliver(w, ev);
-  }
-
-  #deliver(w: Watcher, ev: StoredEvent): void {
-    if (ev.rv <= w.after) return;
-    const now = w.filter(ev.object);
-    const before = ev.prev !== undefined && w.filter(ev.prev);
-    if (ev.type === "DELETED") {
-      if (before || now) this.#send(w, { type: "DELETED", object: ev.object });
-    } else if (ev.type === "ADDED") {
-      if (now) this.#send(w, { type: "ADDED", object: ev.object });
-    } else if (now && before) this.#send(w, { type: "MODIFIED", object: ev.object });
-    else if (now) this.#send(w, { type: "ADDED", object: ev.object });
-    else if (before) this.#send(w, { type: "DELETED", object: ev.object });
-  }
-
-  #send(w: Watcher, ev: { type: string; object: unknown }): void {
-    if (w.closed) return;
-    try {
-      w.controller.enqueue(enc.encode(JSON.stringify(ev) + "\n"));
-    } catch {
-      this.#closeWatcher(w);
-    }
-  }
-
-  #closeWatcher(w: Watcher | undefined, abort = false): void {
-    if (!w || w.closed) {
-      if (w) this.#watchers.delete(w);
-      return;
-    }
-    w.closed = true;
-    this.#watchers.delete(w);
-    if (w.timer !== undefined) clearInterval(w.timer);
-    if (w.timeout !== undefined) clearTimeout(w.timeout);
-    try {
-      if (abort) w.controller.error(new Error("connection reset by fake API server"));
-      else w.controller.close();
-    } catch {
-      // Already closed or cancelled by the client.
-    }
   }
 }
