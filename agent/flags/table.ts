@@ -125,7 +125,7 @@ export const FLAGS: readonly FlagSpec[] = [
     name: "nodeport-addresses",
     kind: "list",
     key: "nodePortAddresses",
-    form: `comma-separated CIDRs and the keywords "primary", "localhost", "all"`,
+    form: `comma-separated CIDRs and the keywords "primary", "localhost"; or "all" alone`,
     convert: nodePortList,
     help: "Addresses that accept NodePort traffic: CIDRs (matched against this host's " +
       "interface addresses) mixed with 'primary' (the Node's primary IPs) and 'localhost'; " +
