@@ -18,16 +18,21 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { denoBin, e2eTest, repoRoot } from "../netns.ts";
-import { NODE4, NODE6, type NsHandle, POD_CIDRS, Topology } from "../topology.ts";
-import type { PingLine } from "./fixtures/udp_pinger.ts";
+import { e2eTest } from "../netns.ts";
+import { NODE4, NODE6, POD_CIDRS, Topology } from "../topology.ts";
+import {
+  Engine,
+  flows,
+  type Json,
+  PING_MS,
+  Pinger,
+  startEcho6,
+  SYNC_MS,
+  until,
+} from "./fixtures/engine_client.ts";
 
-const FIX = `${repoRoot}/tests/e2e/fixtures`;
 const NODE_NAME = "knp-e2e-node";
-const MIN_SYNC_MS = 150;
-const SYNC_MS = 1000;
 const RECONCILE_MS = 1000;
-const PING_MS = 200;
 const UDP_PORT = 5353;
 const TCP_PORT = 8080;
 const CLUSTER_IP4 = "198.19.0.53";
@@ -90,262 +95,6 @@ function dnsSlice(family: 4 | 6, ips: string[]): Record<string, unknown> {
     })),
     ports: [{ name: "dns", protocol: "UDP", port: UDP_PORT }],
   };
-}
-
-// ---------------------------------------------------------------------------
-// Child processes: the engine driver and the pinger.
-// ---------------------------------------------------------------------------
-
-type Json = Record<string, unknown>;
-
-/** Reads JSON lines from a child's stdout into `sink` until it closes. */
-async function collect(stream: ReadableStream<Uint8Array>, sink: (j: Json) => void): Promise<void> {
-  let buf = "";
-  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-    buf += chunk;
-    let nl: number;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl).trim();
-      buf = buf.slice(nl + 1);
-      if (!line) continue;
-      try {
-        sink(JSON.parse(line));
-      } catch {
-        sink({ ev: "garbage", line });
-      }
-    }
-  }
-}
-
-async function until<T>(what: string, ms: number, probe: () => T | undefined): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-/** The sync engine running in the node namespace. */
-class Engine {
-  readonly events: Json[] = [];
-  #stderr = "";
-  #next = 0;
-  #writer: WritableStreamDefaultWriter<Uint8Array>;
-  #done: Promise<unknown>;
-
-  private constructor(readonly proc: Deno.ChildProcess) {
-    this.#writer = proc.stdin.getWriter();
-    this.#done = Promise.all([
-      collect(proc.stdout, (j) => this.events.push(j)),
-      (async () => {
-        for await (const c of proc.stderr.pipeThrough(new TextDecoderStream())) {
-          this.#stderr = (this.#stderr + c).slice(-6000);
-        }
-      })(),
-    ]);
-  }
-
-  /** Starts a driver with `flags` in the topology's node namespace; waits for "ready". */
-  static async start(topo: Topology, flags: string[]): Promise<Engine> {
-    const proc = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        topo.node.name,
-        denoBin,
-        "run",
-        "-A",
-        `${FIX}/engine_driver.ts`,
-        `--netns=${topo.node.name}`,
-        `--min-sync=${MIN_SYNC_MS}`,
-        `--sync=${SYNC_MS}`,
-        ...flags,
-      ],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const e = new Engine(proc);
-    await e.waitEvent("driver ready", (j) => j.ev === "ready", 20_000);
-    return e;
-  }
-
-  /** Last lines the driver logged (for failure messages). */
-  get stderr(): string {
-    return this.#stderr;
-  }
-
-  waitEvent(what: string, pred: (j: Json) => boolean, ms: number, from = 0): Promise<Json> {
-    return until(what, ms, () => {
-      const bad = this.events.find((j) => j.ev === "error");
-      if (bad) throw new Error(`driver error: ${JSON.stringify(bad)}\n${this.#stderr}`);
-      return this.events.slice(from).find(pred);
-    }).catch((err) => {
-      throw new Error(`${(err as Error).message}\ndriver stderr:\n${this.#stderr}`);
-    });
-  }
-
-  /** Sends one command and waits for its ack. */
-  async send(cmd: Json, ms = 15_000): Promise<Json> {
-    const id = ++this.#next;
-    await this.#writer.write(new TextEncoder().encode(JSON.stringify({ ...cmd, id }) + "\n"));
-    return this.waitEvent(`ack of ${cmd.op} #${id}`, (j) => j.id === id, ms);
-  }
-
-  apply(obj: Json): Promise<Json> {
-    return this.send({ op: "apply", obj });
-  }
-
-  /** Events of kind `ev` that happened at or after time `t`. */
-  since(ev: string, t: number): Json[] {
-    return this.events.filter((j) => j.ev === ev && (j.t as number) >= t);
-  }
-
-  /** Stops the engine (rules stay in the kernel) and waits for the process. */
-  async stop(): Promise<void> {
-    try {
-      await this.#writer.write(new TextEncoder().encode(JSON.stringify({ op: "stop" }) + "\n"));
-      await this.#writer.close();
-    } catch { /* already gone */ }
-    const timer = setTimeout(() => this.proc.kill("SIGKILL"), 10_000);
-    const status = await this.proc.status;
-    clearTimeout(timer);
-    await this.#done;
-    assert.equal(status.code, 0, `driver exited ${status.code}:\n${this.#stderr}`);
-  }
-}
-
-type Reply = { t: number; from: string; peer: string };
-
-/** A UDP client sending from one fixed source port. */
-class Pinger {
-  readonly lines: PingLine[] = [];
-  #done: Promise<void>;
-
-  private constructor(readonly proc: Deno.ChildProcess) {
-    this.#done = collect(proc.stdout, (j) => this.lines.push(j as PingLine));
-  }
-
-  static async start(
-    ns: NsHandle,
-    host: string,
-    port: number,
-    sport: number,
-    seconds = 30,
-  ): Promise<Pinger> {
-    const proc = ns.spawn([
-      denoBin,
-      "run",
-      "-A",
-      `${FIX}/udp_pinger.ts`,
-      host,
-      String(port),
-      String(sport),
-      String(seconds),
-      String(PING_MS),
-    ], { stderr: "inherit" });
-    const p = new Pinger(proc);
-    await until("pinger ready", 15_000, () => p.lines.find((l) => "ready" in l));
-    return p;
-  }
-
-  replies(after = 0): Reply[] {
-    return this.lines.filter((l): l is Reply => "from" in l && l.t >= after);
-  }
-
-  timeouts(after = 0): number {
-    return this.lines.filter((l) => "timeout" in l && l.t >= after).length;
-  }
-
-  /** The longest time between consecutive replies (and the window's ends) in [from, to]. */
-  maxGap(from: number, to: number): number {
-    const ts = [from, ...this.replies(from).map((r) => r.t).filter((t) => t <= to), to];
-    return Math.max(...ts.slice(1).map((t, i) => t - ts[i]));
-  }
-
-  /** Waits for `n` replies from `label` after time `after`. */
-  waitReplies(label: string, n: number, ms: number, after = 0): Promise<Reply[]> {
-    return until(`${n} replies from ${label}`, ms, () => {
-      const r = this.replies(after).filter((x) => x.from === label);
-      return r.length >= n ? r : undefined;
-    }).catch((err) => {
-      throw new Error(`${(err as Error).message}; got ${JSON.stringify(this.lines.slice(-12))}`);
-    });
-  }
-
-  async stop(): Promise<void> {
-    try {
-      this.proc.kill("SIGTERM");
-    } catch { /* already exited */ }
-    await this.proc.status;
-    await this.#done;
-  }
-}
-
-/** UDP-over-IPv6 echo (the shared echo fixture answers UDP on IPv4 only). */
-const ECHO6 = `
-import dgram from "node:dgram";
-const [label, port, addr] = Deno.args;
-const s = dgram.createSocket({ type: "udp6", ipv6Only: true });
-s.on("message", (_m, r) => s.send(label + " " + r.address + "\\n", r.port, r.address));
-s.bind(Number(port), addr, () => console.log("ready"));
-`;
-
-async function startEcho6(topo: Topology, i: number, label: string): Promise<Deno.ChildProcess> {
-  const p = topo.pods[i].spawn([denoBin, "eval", ECHO6, label, String(UDP_PORT), topo.podIPv6(i)], {
-    stderr: "inherit",
-  });
-  const r = p.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  const { value } = await r.read();
-  assert.equal(value?.trim(), "ready", `IPv6 echo ${label} did not start`);
-  r.releaseLock();
-  p.stdout.cancel().catch(() => {});
-  return p;
-}
-
-/** One UDP conntrack flow, from `conntrack -L -o id,ktimestamp` in the node namespace. */
-interface Flow {
-  sport: number;
-  replySrc: string;
-  /**
-   * The kernel's CTA_ID. Not enough on its own to tell a surviving flow from a
-   * re-created one: it hashes the object's address and tuples, and a flow
-   * re-created with the same tuples in the freed slot gets the same id.
-   */
-  id: number;
-  /** Creation time (1 s resolution), when nf_conntrack_timestamp is on; else "". */
-  start: string;
-}
-
-/** The node's UDP flows from the client's source ports, by source port. */
-async function flows(topo: Topology, family: 4 | 6): Promise<Map<number, Flow>> {
-  const r = await topo.node.exec([
-    "conntrack",
-    "-L",
-    "-p",
-    "udp",
-    "-f",
-    family === 4 ? "ipv4" : "ipv6",
-    "-o",
-    "id,ktimestamp",
-  ], { check: false });
-  const out = new Map<number, Flow>();
-  for (const line of r.stdout.split("\n")) {
-    const src = [...line.matchAll(/src=(\S+)/g)].map((m) => m[1]);
-    const sport = /sport=(\d+)/.exec(line);
-    const id = /id=(\d+)/.exec(line);
-    if (src.length < 2 || !sport || !id) continue;
-    const start = /\[start=([^\]]+)\]/.exec(line)?.[1] ?? "";
-    out.set(Number(sport[1]), {
-      sport: Number(sport[1]),
-      replySrc: src[1],
-      id: Number(id[1]),
-      start,
-    });
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------------------
@@ -484,7 +233,7 @@ async function withTopology(
   try {
     for (let i = 0; i < 2; i++) {
       if (family === 4) await topo.startEcho(i, LABELS[i], TCP_PORT, UDP_PORT);
-      else echo6.push(await startEcho6(topo, i, LABELS[i]));
+      else echo6.push(await startEcho6(topo, i, LABELS[i], UDP_PORT));
     }
     await fn(topo);
   } finally {
