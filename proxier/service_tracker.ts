@@ -116,42 +116,10 @@ export function parseService(
   }
   if (ignoreReason(svc) !== undefined) return [];
   const spec = svc.spec!;
-  const bad = (field: string, value: unknown, expected: string, what = "Service") => {
-    log(
-      "error",
-      `service ${key}: ignoring ${what}: ${field} is ${
-        JSON.stringify(value)
-      }, expected ${expected}`,
-      {
-        service: key,
-        field,
-        value,
-        expected,
-      },
-    );
-  };
-
+  const bad = badValue(key, log);
   // ClusterIPs decide the families; a bad one invalidates the whole Service.
-  const rawClusterIPs = spec.clusterIPs && spec.clusterIPs.length > 0
-    ? spec.clusterIPs
-    : [spec.clusterIP];
-  const clusterIP: Partial<Record<IpFamily, string>> = {};
-  for (const [i, raw] of rawClusterIPs.entries()) {
-    const field = spec.clusterIPs && spec.clusterIPs.length > 0
-      ? `spec.clusterIPs[${i}]`
-      : "spec.clusterIP";
-    const ip = typeof raw === "string" ? parseIP(raw) : null;
-    if (!ip) {
-      bad(field, raw, "an IPv4 or IPv6 address");
-      return [];
-    }
-    if (clusterIP[ip.family] !== undefined) {
-      bad(field, raw, `at most one IPv${ip.family} address in spec.clusterIPs`);
-      return [];
-    }
-    clusterIP[ip.family] = formatIP(ip);
-  }
-
+  const clusterIP = clusterIPsOf(spec, bad);
+  if (!clusterIP) return [];
   const type = spec.type ?? "ClusterIP";
   const rawExternalIPs = opts.externalIPs === false ? [] : spec.externalIPs ?? [];
   const externalIPs = splitIPs(rawExternalIPs, "spec.externalIPs", key, log);
@@ -159,6 +127,85 @@ export function parseService(
     .filter((ing) => ing && typeof ing.ip === "string" && ing.ip !== "" && ing.ipMode !== "Proxy")
     .map((ing) => ing.ip);
   const lbIPs = splitIPs(lbIngress, "status.loadBalancer.ingress[].ip", key, log);
+  const ranges = sourceRangesOf(spec, key, log);
+  const sticky = stickyOf(spec, bad);
+  if (sticky === undefined) return [];
+  const externallyAccessible = type === "LoadBalancer" || type === "NodePort" ||
+    (type === "ClusterIP" && rawExternalIPs.length > 0);
+  const externalPolicyLocal = externallyAccessible && spec.externalTrafficPolicy === "Local";
+  const healthCheckNodePort = type === "LoadBalancer" && externalPolicyLocal
+    ? healthCheckNodePortOf(spec, key, log, bad)
+    : 0;
+  if (healthCheckNodePort === undefined) return [];
+  const out: ServicePortInfo[] = [];
+  for (const { port, portName, protocol, nodePort } of validPorts(spec, bad)) {
+    for (const family of [4, 6] as const) {
+      const cip = clusterIP[family];
+      if (cip === undefined) continue;
+      out.push({
+        id: `${key}:${portName}`,
+        namespace: svc.metadata!.namespace!,
+        name: svc.metadata!.name!,
+        portName,
+        protocol,
+        family,
+        clusterIP: cip,
+        port,
+        nodePort,
+        externalIPs: externalIPs[family],
+        loadBalancerIPs: lbIPs[family],
+        loadBalancerSourceRanges: ranges[family],
+        stickyMaxAgeSeconds: sticky,
+        externalPolicyLocal,
+        internalPolicyLocal: spec.internalTrafficPolicy === "Local",
+        healthCheckNodePort,
+      });
+    }
+  }
+  return out;
+}
+
+/** Logs one invalid value of a Service: the field, the value and what was expected. */
+type Bad = (field: string, value: unknown, expected: string, what?: string) => void;
+
+/** The {@link Bad} logger of Service `key`. */
+function badValue(key: string, log: LogFn): Bad {
+  return (field, value, expected, what = "Service") => {
+    log(
+      "error",
+      `service ${key}: ignoring ${what}: ${field} is ${
+        JSON.stringify(value)
+      }, expected ${expected}`,
+      { service: key, field, value, expected },
+    );
+  };
+}
+
+type Spec = NonNullable<V1Service["spec"]>;
+
+/** The ClusterIP of each family, or undefined (logged) when one is bad or a family repeats. */
+function clusterIPsOf(spec: Spec, bad: Bad): Partial<Record<IpFamily, string>> | undefined {
+  const listed = spec.clusterIPs && spec.clusterIPs.length > 0;
+  const rawClusterIPs = listed ? spec.clusterIPs! : [spec.clusterIP];
+  const clusterIP: Partial<Record<IpFamily, string>> = {};
+  for (const [i, raw] of rawClusterIPs.entries()) {
+    const field = listed ? `spec.clusterIPs[${i}]` : "spec.clusterIP";
+    const ip = typeof raw === "string" ? parseIP(raw) : null;
+    if (!ip) {
+      bad(field, raw, "an IPv4 or IPv6 address");
+      return undefined;
+    }
+    if (clusterIP[ip.family] !== undefined) {
+      bad(field, raw, `at most one IPv${ip.family} address in spec.clusterIPs`);
+      return undefined;
+    }
+    clusterIP[ip.family] = formatIP(ip);
+  }
+  return clusterIP;
+}
+
+/** loadBalancerSourceRanges per family, canonical and unique; a bad one is skipped (logged). */
+function sourceRangesOf(spec: Spec, key: string, log: LogFn): Record<IpFamily, string[]> {
   const ranges: Record<IpFamily, string[]> = { 4: [], 6: [] };
   for (const raw of spec.loadBalancerSourceRanges ?? []) {
     // Validation lets whitespace padding through, so trim like upstream does.
@@ -181,43 +228,51 @@ export function parseService(
     const fam = familyOfText(c);
     if (!ranges[fam].includes(c)) ranges[fam].push(c);
   }
+  return ranges;
+}
 
-  let sticky = 0;
-  if (spec.sessionAffinity === "ClientIP") {
-    const t = spec.sessionAffinityConfig?.clientIP?.timeoutSeconds;
-    if (t === undefined || t === null) sticky = DEFAULT_STICKY_MAX_AGE_SECONDS;
-    else if (Number.isInteger(t) && t >= 1 && t <= 86400) sticky = t;
-    else {
-      bad("spec.sessionAffinityConfig.clientIP.timeoutSeconds", t, "an integer from 1 to 86400");
-      return [];
-    }
+/** ClientIP affinity's timeout in seconds (0 without affinity), or undefined (logged) when bad. */
+function stickyOf(spec: Spec, bad: Bad): number | undefined {
+  if (spec.sessionAffinity !== "ClientIP") return 0;
+  const t = spec.sessionAffinityConfig?.clientIP?.timeoutSeconds;
+  if (t === undefined || t === null) return DEFAULT_STICKY_MAX_AGE_SECONDS;
+  if (Number.isInteger(t) && t >= 1 && t <= 86400) return t;
+  bad("spec.sessionAffinityConfig.clientIP.timeoutSeconds", t, "an integer from 1 to 86400");
+  return undefined;
+}
+
+/**
+ * A LoadBalancer with externalTrafficPolicy Local's health check port: 0 when it is missing
+ * (a warning), undefined (logged) when it is not a port.
+ */
+function healthCheckNodePortOf(spec: Spec, key: string, log: LogFn, bad: Bad): number | undefined {
+  const h = spec.healthCheckNodePort;
+  if (h === undefined || h === null || h === 0) {
+    log(
+      "warn",
+      `service ${key}: spec.healthCheckNodePort is missing; no health check will be served`,
+      {
+        service: key,
+        field: "spec.healthCheckNodePort",
+        value: h,
+        expected: "a port from 1 to 65535 for a LoadBalancer with externalTrafficPolicy Local",
+      },
+    );
+    return 0;
   }
-
-  const externallyAccessible = type === "LoadBalancer" || type === "NodePort" ||
-    (type === "ClusterIP" && rawExternalIPs.length > 0);
-  const externalPolicyLocal = externallyAccessible && spec.externalTrafficPolicy === "Local";
-  const internalPolicyLocal = spec.internalTrafficPolicy === "Local";
-  let healthCheckNodePort = 0;
-  if (type === "LoadBalancer" && externalPolicyLocal) {
-    const h = spec.healthCheckNodePort;
-    if (h === undefined || h === null || h === 0) {
-      log(
-        "warn",
-        `service ${key}: spec.healthCheckNodePort is missing; no health check will be served`,
-        {
-          service: key,
-          field: "spec.healthCheckNodePort",
-          value: h,
-          expected: "a port from 1 to 65535 for a LoadBalancer with externalTrafficPolicy Local",
-        },
-      );
-    } else if (!isPort(h, false)) {
-      bad("spec.healthCheckNodePort", h, "a port from 1 to 65535");
-      return [];
-    } else healthCheckNodePort = h;
+  if (!isPort(h, false)) {
+    bad("spec.healthCheckNodePort", h, "a port from 1 to 65535");
+    return undefined;
   }
+  return h;
+}
 
-  const out: ServicePortInfo[] = [];
+/** The Service's valid ports; each bad one is skipped with a log line. */
+function validPorts(
+  spec: Spec,
+  bad: Bad,
+): { port: number; portName: string; protocol: Protocol; nodePort: number }[] {
+  const out: { port: number; portName: string; protocol: Protocol; nodePort: number }[] = [];
   const seen = new Set<string>();
   for (const [i, p] of (spec.ports ?? []).entries()) {
     const portName = p?.name ?? "";
@@ -245,28 +300,7 @@ export function parseService(
       continue;
     }
     seen.add(portName);
-    for (const family of [4, 6] as const) {
-      const cip = clusterIP[family];
-      if (cip === undefined) continue;
-      out.push({
-        id: `${key}:${portName}`,
-        namespace: svc.metadata!.namespace!,
-        name: svc.metadata!.name!,
-        portName,
-        protocol: protocol as Protocol,
-        family,
-        clusterIP: cip,
-        port: p.port,
-        nodePort,
-        externalIPs: externalIPs[family],
-        loadBalancerIPs: lbIPs[family],
-        loadBalancerSourceRanges: ranges[family],
-        stickyMaxAgeSeconds: sticky,
-        externalPolicyLocal,
-        internalPolicyLocal,
-        healthCheckNodePort,
-      });
-    }
+    out.push({ port: p.port, portName, protocol: protocol as Protocol, nodePort });
   }
   return out;
 }
