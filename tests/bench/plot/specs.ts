@@ -33,6 +33,7 @@ export interface Point {
 const WIDTH = 560, HEIGHT = 280;
 const LOG_Y = { type: "log", nice: false, padding: 12 };
 const CONFIG = {
+  aria: false,
   font: "Helvetica, Arial, sans-serif",
   title: { fontSize: 15, anchor: "start", subtitleFontSize: 12, subtitleColor: "#555" },
   axis: { labelFontSize: 12, titleFontSize: 13, grid: true, gridColor: "#eee" },
@@ -87,10 +88,14 @@ export function mainEps(lines: Line[]): number {
 /** Median and range per size of `field` in lines of `bench` (default chunking only). */
 export function points(lines: Line[], bench: string, field: string, series: string): Point[] {
   const eps = mainEps(lines);
+  // A run with another chunking (the "one-tx" jobs) is another configuration: all its lines go.
+  const other = new Set(
+    lines.filter((l) => l.chunk !== undefined && l.chunk !== "default" && l.label !== undefined)
+      .map((l) => l.label),
+  );
   const bySize = new Map<number, number[]>();
   for (const l of lines) {
-    if (l.bench !== bench || num(l.eps) !== eps) continue;
-    if (l.chunk !== undefined && l.chunk !== "default") continue;
+    if (l.bench !== bench || num(l.eps) !== eps || other.has(l.label)) continue;
     const s = num(l.services), v = num(l[field]);
     if (s === undefined || v === undefined) continue;
     bySize.set(s, [...(bySize.get(s) ?? []), v]);
@@ -268,48 +273,78 @@ export function memorySpec(lines: Line[]): Spec | undefined {
   );
 }
 
-/** The churn runs' time series: tracked-change latency and RSS, per cluster size. */
+/** The churn runs' time series: tracked-change latency and RSS, runs ordered by cluster size. */
 export function churnSeries(lines: Line[]): {
   latency: { t: number; ms: number; run: string }[];
   rss: { t: number; mb: number; run: string }[];
+  runs: string[];
   rates: number[];
 } {
   const latency: { t: number; ms: number; run: string }[] = [];
   const rss: { t: number; mb: number; run: string }[] = [];
+  const runs: string[] = [];
   const rates: number[] = [];
   const seen = new Map<string, number>();
-  for (const l of lines) {
+  const churns = lines.filter((l) => l.bench === "agent-churn" && l.series)
+    .sort((a, b) => (num(a.services) ?? 0) - (num(b.services) ?? 0));
+  for (const l of churns) {
     const series = l.series as { latencyMs?: [number, number][]; rssMB?: [number, number][] };
-    if (l.bench !== "agent-churn" || !series) continue;
     const size = `${num(l.services)! / 1000}k × ${num(l.eps)}`;
     const k = (seen.get(size) ?? 0) + 1;
     seen.set(size, k);
     const run = k === 1 ? size : `${size} (run ${k})`;
+    runs.push(run);
     for (const [t, ms] of series.latencyMs ?? []) latency.push({ t, ms, run });
     for (const [t, mb] of series.rssMB ?? []) rss.push({ t, mb, run });
     const r = num(l.writesPerSecond);
     if (r !== undefined) rates.push(r);
   }
-  return { latency, rss, rates };
+  return { latency, rss, runs, rates };
 }
+
+/** The median latency of each run in windows of `step` seconds, at the mean time of each window. */
+export function windowMedians(
+  latency: { t: number; ms: number; run: string }[],
+  step: number,
+): { t: number; ms: number; run: string }[] {
+  const groups = new Map<string, { run: string; t: number[]; ms: number[] }>();
+  for (const p of latency) {
+    const key = `${p.run}\u0000${Math.floor(p.t / step)}`;
+    const g = groups.get(key) ?? { run: p.run, t: [], ms: [] };
+    g.t.push(p.t);
+    g.ms.push(p.ms);
+    groups.set(key, g);
+  }
+  const mean = (xs: number[]) => Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 10) / 10;
+  return [...groups.values()].map((g) => ({ t: mean(g.t), ms: median(g.ms), run: g.run }))
+    .sort((a, b) => a.run.localeCompare(b.run) || a.t - b.t);
+}
+
+const WINDOW_SECONDS = 5;
 
 /** (4) Churn over time: each tracked change's latency, and RSS, against seconds into the churn. */
 export function churnSpec(lines: Line[]): Spec | undefined {
-  const { latency, rss, rates } = churnSeries(lines);
+  const { latency, rss, runs, rates } = churnSeries(lines);
   if (latency.length === 0) return undefined;
   const rate = rates.length ? ` at ~${Math.round(median(rates))} writes/s` : "";
   const x = { field: "t", type: "quantitative", title: "seconds since the churn began" };
-  const color = { field: "run", type: "nominal", title: "cluster" };
+  const color = { field: "run", type: "nominal", title: "cluster", scale: { domain: runs } };
+  const y = { field: "ms", type: "quantitative", title: "tracked change, write → traffic, ms" };
   const panels: Spec[] = [{
     width: WIDTH,
     height: HEIGHT,
-    data: { values: latency },
-    mark: { type: "line", point: { size: 30, filled: true }, strokeWidth: 1 },
-    encoding: {
-      x,
-      y: { field: "ms", type: "quantitative", title: "tracked change, write → traffic, ms" },
-      color,
-    },
+    layer: [
+      {
+        data: { values: latency },
+        mark: { type: "point", size: 24, filled: true, opacity: 0.6 },
+        encoding: { x, y, color },
+      },
+      {
+        data: { values: windowMedians(latency, WINDOW_SECONDS) },
+        mark: { type: "line", strokeWidth: 2.5 },
+        encoding: { x, y, color },
+      },
+    ],
   }];
   if (rss.length > 0) {
     panels.push({
@@ -319,7 +354,12 @@ export function churnSpec(lines: Line[]): Spec | undefined {
       mark: { type: "line", strokeWidth: 1.5 },
       encoding: {
         x,
-        y: { field: "mb", type: "quantitative", title: "RSS, MB", scale: { zero: false } },
+        y: {
+          field: "mb",
+          type: "quantitative",
+          title: "RSS, MB",
+          scale: { zero: false, padding: 8 },
+        },
         color,
       },
     });
@@ -328,8 +368,10 @@ export function churnSpec(lines: Line[]): Spec | undefined {
     $schema: "https://vega.github.io/schema/vega-lite/v6.json",
     title: {
       text: "Latency under churn, over time",
-      subtitle: `rolling updates and Service changes${rate}; one tracked endpoint change ` +
-        "every 0.5 s",
+      subtitle: [
+        `rolling updates and Service changes${rate}; one tracked endpoint change every 0.5 s`,
+        `dots: each tracked change; lines: their median per ${WINDOW_SECONDS} s`,
+      ],
     },
     background: "white",
     padding: 12,

@@ -13,7 +13,9 @@ import {
   points,
   type Spec,
   upstreamTimeouts,
+  windowMedians,
 } from "./specs.ts";
+import { shortenCoordinates } from "../plot.ts";
 
 const run: Line[] = [
   {
@@ -190,10 +192,50 @@ Deno.test("churnSpec: latency and RSS panels against seconds, one colour per run
     { t: 0.5, ms: 700, run: "1k × 10 (run 2)" },
   ]);
   assert.deepStrictEqual(s.rss.length, 2);
+  assert.deepStrictEqual(s.runs, ["1k × 10", "1k × 10 (run 2)"]);
   const spec = churnSpec(run)!;
   assert.deepStrictEqual((spec.vconcat as Spec[]).length, 2);
   assert.ok(String((spec.title as Spec).subtitle).includes("~98 writes/s"));
   assert.deepStrictEqual(churnSpec(run.filter((l) => l.bench !== "agent-churn")), undefined);
+});
+
+Deno.test("windowMedians: the median of each run's window, at the window's mean time", () => {
+  const lat = [
+    { t: 0.5, ms: 100, run: "a" },
+    { t: 1, ms: 300, run: "a" },
+    { t: 4.5, ms: 200, run: "a" },
+    { t: 5.5, ms: 900, run: "a" },
+    { t: 0.5, ms: 50, run: "b" },
+  ];
+  assert.deepStrictEqual(windowMedians(lat, 5), [
+    { t: 2, ms: 200, run: "a" },
+    { t: 5.5, ms: 900, run: "a" },
+    { t: 0.5, ms: 50, run: "b" },
+  ]);
+});
+
+Deno.test("points: a run with another chunking (one-tx) is left out, all its lines", () => {
+  const oneTx: Line[] = [
+    {
+      label: "ours 1000x10 one-tx",
+      bench: "sync-cold",
+      services: 1000,
+      eps: 10,
+      chunk: 0,
+      seconds: 9,
+    },
+    {
+      label: "ours 1000x10 one-tx",
+      bench: "sync-endpoint-change",
+      services: 1000,
+      eps: 10,
+      seconds: 1,
+    },
+  ];
+  assert.deepStrictEqual(
+    points([...run, ...oneTx], "sync-endpoint-change", "seconds", "s").map((p) => p.value),
+    [0.0014],
+  );
 });
 
 Deno.test("plots: every spec compiles with Vega-Lite; a plot without data is left out", () => {
@@ -209,4 +251,13 @@ Deno.test("plots: every spec compiles with Vega-Lite; a plot without data is lef
     assert.ok(Array.isArray(vg.marks) && vg.marks.length > 0, p.name);
   }
   assert.deepStrictEqual(plots(run.filter((l) => l.bench !== "agent-churn")).length, 3);
+});
+
+Deno.test("shortenCoordinates rounds geometry, never the text", () => {
+  const svg = '<path transform="translate(301.53846153846155,53.7)" d="M2.123456,0L1,2"/>' +
+    '<text x="10.555555">0.0912345</text>';
+  assert.deepStrictEqual(
+    shortenCoordinates(svg),
+    '<path transform="translate(301.53,53.7)" d="M2.12,0L1,2"/><text x="10.55">0.0912345</text>',
+  );
 });
