@@ -358,14 +358,14 @@ Deno.test("proxier: adoption re-creates a base chain whose priority changed", as
   assert.equal(await settledDump(p, clock, fake, state), await freshDump(state));
 });
 
-Deno.test("build-context warnings (localhost NodePorts) are logged once per context", async () => {
+Deno.test("build-context warnings (loopback NodePort addresses) are logged once per context", async () => {
   const logs: string[] = [];
   const config = { ...syntheticConfig(), nodePortAddresses: ["127.0.0.0/8"] };
   const { p } = setup(undefined, { config, log: (_l, m) => logs.push(m) });
   const state = syntheticState({ ...OPTS, services: 1 });
   await must(p.sync(input(state)));
   await must(p.sync(input(state)));
-  const hits = logs.filter((m) => /localhost NodePorts are not supported/.test(m));
+  const hits = logs.filter((m) => /do not serve NodePorts on loopback/.test(m));
   assert.equal(hits.length, 1, logs.join("\n"));
 });
 
