@@ -53,6 +53,18 @@ function arg(name: string, dflt: number): number {
   return i >= 0 ? Number(Deno.args[i + 1]) : dflt;
 }
 
+/** The value of the last `--name=V` or `--name V` in args, for any of the names. */
+function flagValue(args: readonly string[], names: string[]): string | undefined {
+  let v: string | undefined;
+  args.forEach((a, i) => {
+    for (const n of names) {
+      if (a.startsWith(`--${n}=`)) v = a.slice(n.length + 3);
+      else if (a === `--${n}`) v = args[i + 1];
+    }
+  });
+  return v;
+}
+
 function emit(line: Record<string, unknown>): void {
   console.log(JSON.stringify(line));
 }
@@ -273,8 +285,8 @@ async function main(): Promise<void> {
 
     // --- churn
     if (churnSeconds > 0) {
-      emit(
-        await churn({
+      emit({
+        ...await churn({
           api,
           net,
           pid,
@@ -289,7 +301,10 @@ async function main(): Promise<void> {
           nextIP: () => freshIP(fresh++),
           firstNewService: N + 5,
         }),
-      );
+        // Under churn a change waits for this (batched syncs): the plots say which it was.
+        minSyncPeriod: flagValue(args, ["min-sync-period", "iptables-min-sync-period"]) ??
+          "1s (default)",
+      });
     }
     const st = await agent.stop("SIGTERM");
     if (st.code !== 0) throw new Error(`the agent exited with ${st.code}\n${agent.tail()}`);

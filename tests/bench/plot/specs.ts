@@ -279,11 +279,13 @@ export function churnSeries(lines: Line[]): {
   rss: { t: number; mb: number; run: string }[];
   runs: string[];
   rates: number[];
+  periods: string[];
 } {
   const latency: { t: number; ms: number; run: string }[] = [];
   const rss: { t: number; mb: number; run: string }[] = [];
   const runs: string[] = [];
   const rates: number[] = [];
+  const periods = new Set<string>();
   const seen = new Map<string, number>();
   const churns = lines.filter((l) => l.bench === "agent-churn" && l.series)
     .sort((a, b) => (num(a.services) ?? 0) - (num(b.services) ?? 0));
@@ -298,8 +300,9 @@ export function churnSeries(lines: Line[]): {
     for (const [t, mb] of series.rssMB ?? []) rss.push({ t, mb, run });
     const r = num(l.writesPerSecond);
     if (r !== undefined) rates.push(r);
+    if (typeof l.minSyncPeriod === "string") periods.add(l.minSyncPeriod);
   }
-  return { latency, rss, runs, rates };
+  return { latency, rss, runs, rates, periods: [...periods] };
 }
 
 /** The median latency of each run in windows of `step` seconds, at the mean time of each window. */
@@ -324,9 +327,10 @@ const WINDOW_SECONDS = 5;
 
 /** (4) Churn over time: each tracked change's latency, and RSS, against seconds into the churn. */
 export function churnSpec(lines: Line[]): Spec | undefined {
-  const { latency, rss, runs, rates } = churnSeries(lines);
+  const { latency, rss, runs, rates, periods } = churnSeries(lines);
   if (latency.length === 0) return undefined;
   const rate = rates.length ? ` at ~${Math.round(median(rates))} writes/s` : "";
+  const period = periods.length === 1 ? `, --min-sync-period ${periods[0]}` : "";
   const x = { field: "t", type: "quantitative", title: "seconds since the churn began" };
   const color = { field: "run", type: "nominal", title: "cluster", scale: { domain: runs } };
   const y = { field: "ms", type: "quantitative", title: "tracked change, write → traffic, ms" };
@@ -369,8 +373,8 @@ export function churnSpec(lines: Line[]): Spec | undefined {
     title: {
       text: "Latency under churn, over time",
       subtitle: [
-        `rolling updates and Service changes${rate}; one tracked endpoint change every 0.5 s`,
-        `dots: each tracked change; lines: their median per ${WINDOW_SECONDS} s`,
+        `rolling updates and Service changes${rate}${period}`,
+        `dots: a tracked endpoint change every 0.5 s; lines: their median per ${WINDOW_SECONDS} s`,
       ],
     },
     background: "white",

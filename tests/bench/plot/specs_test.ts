@@ -93,6 +93,7 @@ const run: Line[] = [
     services: 1000,
     eps: 10,
     writesPerSecond: 98.1,
+    minSyncPeriod: "1s (default)",
     series: { latencyMs: [[0.5, 900], [1, 1100]], rssMB: [[1, 100], [2, 104]] },
   },
 ];
@@ -195,7 +196,8 @@ Deno.test("churnSpec: latency and RSS panels against seconds, one colour per run
   assert.deepStrictEqual(s.runs, ["1k × 10", "1k × 10 (run 2)"]);
   const spec = churnSpec(run)!;
   assert.deepStrictEqual((spec.vconcat as Spec[]).length, 2);
-  assert.ok(String((spec.title as Spec).subtitle).includes("~98 writes/s"));
+  const subtitle = String((spec.title as Spec).subtitle);
+  assert.ok(subtitle.includes("~98 writes/s, --min-sync-period 1s (default)"), subtitle);
   assert.deepStrictEqual(churnSpec(run.filter((l) => l.bench !== "agent-churn")), undefined);
 });
 
