@@ -276,21 +276,8 @@ export function parseTableListing(text: string, family: Family, table: string): 
     if (!inTarget || state === null) continue;
 
     if (chain !== null) {
-      if (line === "}") {
-        chain = null;
-      } else if (line.startsWith("type ") && BASE_CHAIN.test(line)) {
-        const m = BASE_CHAIN.exec(line)!;
-        chain.chain.type = m[1] as ChainType;
-        chain.chain.hook = m[2] as Hook;
-        chain.chain.priority = parsePriority(m[3]);
-        if (m[4] !== undefined) chain.chain.policy = m[4] as "accept" | "drop";
-      } else if (
-        chain.rules.length === 0 && /^comment "/.test(line) && !/# handle \d+$/.test(line)
-      ) {
-        chain.chain.comment = readQuoted(line, 8).value;
-      } else {
-        chain.rules.push(parseRuleLine(line, chain.chain.name));
-      }
+      if (line === "}") chain = null;
+      else chainLine(chain, line);
       continue;
     }
 
@@ -303,35 +290,7 @@ export function parseTableListing(text: string, family: Family, table: string): 
           state.sets.set(done.obj.name, { set: done.obj, elements: done.elements });
         }
         set = null;
-      } else if (line.startsWith("type ") || line.startsWith("typeof ")) {
-        const isTypeof = line.startsWith("typeof ");
-        const spec = line.slice(isTypeof ? 7 : 5);
-        const colon = set.kind === "map" ? spec.lastIndexOf(" : ") : -1;
-        const key = colon < 0 ? spec : spec.slice(0, colon);
-        set.type = isTypeof ? `typeof ${key}` : key;
-        if (colon >= 0) set.dataType = spec.slice(colon + 3);
-      } else if (line.startsWith("flags ")) {
-        set.flags = line.slice(6).split(",").map((f) => f.trim()) as SetFlag[];
-      } else if (line.startsWith("timeout ")) {
-        set.timeout = duration(line.slice(8));
-      } else if (line.startsWith("comment ")) {
-        set.comment = readQuoted(line, 8).value;
-      } else if (line.startsWith("elements = {")) {
-        // Elements may span many lines (one per element): scan each line once.
-        const chunks: string[] = [];
-        let rest = line.slice("elements = {".length);
-        let scan = closingBrace(rest, 1);
-        while (scan.end < 0 && n + 1 < lines.length) {
-          chunks.push(rest);
-          rest = lines[++n];
-          scan = closingBrace(rest, scan.depth);
-        }
-        if (scan.end < 0) throw new ListParseError(`unterminated elements of ${set.name}`, n);
-        chunks.push(rest.slice(0, scan.end));
-        const target = set.kind === "map" ? { map: set.name } : { set: set.name };
-        for (const el of parseElements(chunks.join("\n"), target)) set.elements.push(el);
-      }
-      // size, policy, gc-interval, auto-merge, counter: not modelled.
+      } else n = setLine(set, lines, n);
       continue;
     }
 
@@ -362,6 +321,61 @@ export function parseTableListing(text: string, family: Family, table: string): 
     // Table-level attributes such as `flags dormant`: not modelled.
   }
   return state;
+}
+
+/** One line inside a chain block (not its closing brace): its base hook, comment or a rule. */
+function chainLine(chain: { chain: Chain; rules: Rule[] }, line: string): void {
+  if (line.startsWith("type ") && BASE_CHAIN.test(line)) {
+    const m = BASE_CHAIN.exec(line)!;
+    chain.chain.type = m[1] as ChainType;
+    chain.chain.hook = m[2] as Hook;
+    chain.chain.priority = parsePriority(m[3]);
+    if (m[4] !== undefined) chain.chain.policy = m[4] as "accept" | "drop";
+  } else if (
+    chain.rules.length === 0 && /^comment "/.test(line) && !/# handle \d+$/.test(line)
+  ) {
+    chain.chain.comment = readQuoted(line, 8).value;
+  } else {
+    chain.rules.push(parseRuleLine(line, chain.chain.name));
+  }
+}
+
+/**
+ * Line `n` inside a set or map block (not its closing brace); returns the index of the last
+ * line it read (elements may span many lines).
+ */
+function setLine(set: SetAcc, lines: string[], n: number): number {
+  const line = lines[n].trim();
+  if (line.startsWith("type ") || line.startsWith("typeof ")) {
+    const isTypeof = line.startsWith("typeof ");
+    const spec = line.slice(isTypeof ? 7 : 5);
+    const colon = set.kind === "map" ? spec.lastIndexOf(" : ") : -1;
+    const key = colon < 0 ? spec : spec.slice(0, colon);
+    set.type = isTypeof ? `typeof ${key}` : key;
+    if (colon >= 0) set.dataType = spec.slice(colon + 3);
+  } else if (line.startsWith("flags ")) {
+    set.flags = line.slice(6).split(",").map((f) => f.trim()) as SetFlag[];
+  } else if (line.startsWith("timeout ")) {
+    set.timeout = duration(line.slice(8));
+  } else if (line.startsWith("comment ")) {
+    set.comment = readQuoted(line, 8).value;
+  } else if (line.startsWith("elements = {")) {
+    // Elements may span many lines (one per element): scan each line once.
+    const chunks: string[] = [];
+    let rest = line.slice("elements = {".length);
+    let scan = closingBrace(rest, 1);
+    while (scan.end < 0 && n + 1 < lines.length) {
+      chunks.push(rest);
+      rest = lines[++n];
+      scan = closingBrace(rest, scan.depth);
+    }
+    if (scan.end < 0) throw new ListParseError(`unterminated elements of ${set.name}`, n);
+    chunks.push(rest.slice(0, scan.end));
+    const target = set.kind === "map" ? { map: set.name } : { set: set.name };
+    for (const el of parseElements(chunks.join("\n"), target)) set.elements.push(el);
+  }
+  // size, policy, gc-interval, auto-merge, counter: not modelled.
+  return n;
 }
 
 /** Names of the chains of `family`/`table` in a `list chains` listing, in listing order. */
