@@ -138,6 +138,44 @@ export function buildServiceRules(
     }
   }
 
+  const firewall = svc.loadBalancerIPs.length > 0 && svc.loadBalancerSourceRanges.length > 0;
+  const frontends = frontendsOf(svc, proto, {
+    internal,
+    external: externalDispatch,
+    nodePort: nodePortDispatch,
+    hasInternal,
+    hasExternal,
+    noEp,
+    firewall: firewall ? names!.firewall : undefined,
+  });
+  if (firewall) chains = [...chains, firewallChain(svc, ctx, names!.firewall)];
+  const hairpin = hairpinIPs(cat.allReachableEndpoints);
+  return {
+    id: svc.id,
+    comment: elementComment(svc.id),
+    frontends,
+    clusterIP: svc.clusterIP,
+    clusterIPComment: elementComment(`${svc.namespace}/${svc.name}`),
+    hairpin,
+    chains,
+    sets,
+  };
+}
+
+/** Where one service port's frontends dispatch, and what they do without endpoints. */
+interface FrontendDispatch {
+  internal: Dispatch | undefined;
+  external: Dispatch | undefined;
+  nodePort: Dispatch | undefined;
+  hasInternal: boolean;
+  hasExternal: boolean;
+  noEp: ReturnType<typeof noEndpointVerdict>;
+  /** The firewall chain of the LoadBalancer IPs, when loadBalancerSourceRanges apply. */
+  firewall: string | undefined;
+}
+
+/** The frontends of a service port: ClusterIP, external IPs, LoadBalancer IPs, NodePort. */
+function frontendsOf(svc: ServicePortInfo, proto: L4, d: FrontendDispatch): FrontendSpec[] {
   const frontends = new Map<string, FrontendSpec>();
   const add = (f: FrontendSpec) => {
     // The same address may be listed twice (an externalIP that is also an LB IP).
@@ -147,42 +185,35 @@ export function buildServiceRules(
   const ipFrontend = (addr: string, dispatch: Dispatch | undefined, hasEps: boolean) => {
     const f: FrontendSpec = { key: `${addr} . ${proto} . ${svc.port}`, nodePort: false };
     if (dispatch !== undefined) f.dispatch = dispatch;
-    if (!hasEps) f.noEndpoint = noEp;
+    if (!hasEps) f.noEndpoint = d.noEp;
     return f;
   };
-  add(ipFrontend(svc.clusterIP, internal, hasInternal));
-  for (const addr of svc.externalIPs) add(ipFrontend(addr, externalDispatch, hasExternal));
-  const firewall = svc.loadBalancerIPs.length > 0 && svc.loadBalancerSourceRanges.length > 0;
+  add(ipFrontend(svc.clusterIP, d.internal, d.hasInternal));
+  for (const addr of svc.externalIPs) add(ipFrontend(addr, d.external, d.hasExternal));
   for (const addr of svc.loadBalancerIPs) {
-    const f = ipFrontend(addr, externalDispatch, hasExternal);
-    if (firewall) f.firewall = names!.firewall;
+    const f = ipFrontend(addr, d.external, d.hasExternal);
+    if (d.firewall !== undefined) f.firewall = d.firewall;
     add(f);
   }
   if (svc.nodePort > 0) {
     const f: FrontendSpec = { key: `${proto} . ${svc.nodePort}`, nodePort: true };
-    if (nodePortDispatch !== undefined) f.dispatch = nodePortDispatch;
-    if (!hasExternal) f.noEndpoint = noEp;
+    if (d.nodePort !== undefined) f.dispatch = d.nodePort;
+    if (!d.hasExternal) f.noEndpoint = d.noEp;
     add(f);
   }
-  if (firewall) chains = [...chains, firewallChain(svc, ctx, names!.firewall)];
+  return [...frontends.values()];
+}
 
-  // Hairpin: a pod reaching itself through the service must be masqueraded.
-  // Only pods on this node can: a remote pod's ClusterIP traffic is DNATed on
-  // its own node, and external traffic here is masqueraded anyway. An
-  // endpoint without a nodeName might be local, so it stays.
+/**
+ * Hairpin: a pod reaching itself through the service must be masqueraded. Only pods on this
+ * node can: a remote pod's ClusterIP traffic is DNATed on its own node, and external traffic
+ * here is masqueraded anyway. An endpoint without a nodeName might be local, so it stays.
+ */
+function hairpinIPs(endpoints: readonly EndpointInfo[]): string[] {
   const hairpin: string[] = [];
-  for (const ep of cat.allReachableEndpoints) {
+  for (const ep of endpoints) {
     if (!ep.isLocal && ep.nodeName !== undefined) continue;
     if (!hairpin.includes(ep.ip)) hairpin.push(ep.ip);
   }
-  return {
-    id: svc.id,
-    comment: elementComment(svc.id),
-    frontends: [...frontends.values()],
-    clusterIP: svc.clusterIP,
-    clusterIPComment: elementComment(`${svc.namespace}/${svc.name}`),
-    hairpin,
-    chains,
-    sets,
-  };
+  return hairpin;
 }
