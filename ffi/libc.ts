@@ -19,6 +19,8 @@ const SYMBOLS = {
   memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
   setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
   recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
   // Waits for a socket on a worker thread (nftables notifications); errno stays there, so
   // the receive that follows runs on the calling thread.
   poll_async: {

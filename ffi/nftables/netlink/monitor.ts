@@ -5,7 +5,7 @@
  * - Every notification carries the port id of the socket that sent the batch.
  *   Our batches go out on our own sockets (the raw element writer's and the
  *   one libnftables opens inside its context), whose port ids
- *   ../../netlink/own_portids.ts reads from /proc. A notification from an
+ *   ../../netlink/own_portids.ts finds with getsockname(2). One from an
  *   unknown port id refreshes that set once before it counts as foreign.
  * - A socket filter (classic BPF on nlmsg_pid) drops our own notifications in
  *   the kernel, so a cold start's hundreds of thousands of element

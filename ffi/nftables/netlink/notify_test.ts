@@ -3,7 +3,7 @@ import { align4, putHeader } from "../../netlink/message.ts";
 import { nftType } from "./nf_tables.ts";
 import { decodeNotifications } from "./notify.ts";
 import { ownPortidFilter, OwnSockets } from "./monitor.ts";
-import { parseProcNetlink } from "../../netlink/own_portids.ts";
+import { netlinkPortid } from "../../netlink/own_portids.ts";
 
 const enc = new TextEncoder();
 
@@ -108,15 +108,13 @@ Deno.test("ownPortidFilter: ld nlmsg_pid, one jeq per own port id into the drop,
   assert.deepEqual(ins(4), [0x06, 0, 0, 0]);
 });
 
-Deno.test("parseProcNetlink reads protocol, port id and inode", () => {
-  const text = [
-    "sk               Eth Pid        Groups   Rmem     Wmem     Dump  Locks    Drops    Inode",
-    "0000000000000000 12  4294963201 00000040 0        0        0     2        0        5555   ",
-    "0000000000000000 0   0          00000000 0        0        0     2        0        4",
-    "",
-  ].join("\n");
-  assert.deepEqual(parseProcNetlink(text), [
-    { protocol: 12, portid: 4294963201, inode: 5555 },
-    { protocol: 0, portid: 0, inode: 4 },
-  ]);
+Deno.test("netlinkPortid reads sockaddr_nl's port id, and nothing else's", () => {
+  const a = new Uint8Array(12);
+  const dv = new DataView(a.buffer);
+  dv.setUint16(0, 16, true);
+  dv.setUint32(4, 4294963201, true);
+  assert.equal(netlinkPortid(a, 12), 4294963201);
+  dv.setUint16(0, 2, true); // AF_INET
+  assert.equal(netlinkPortid(a, 12), undefined);
+  assert.equal(netlinkPortid(a, 8), undefined);
 });
