@@ -11,6 +11,7 @@ import type { EndpointSlice, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { ProxierConfig } from "../proxier/model.ts";
 import { InlineConntrack } from "../conntrack/runner.ts";
 import { type NftablesClient, Transaction } from "../ffi/nftables/types.ts";
+import type { NftNotification } from "../ffi/nftables/netlink/notify.ts";
 
 const NODE = "node-a";
 const CFG: ProxierConfig = {
@@ -66,6 +67,8 @@ function rig(
     reconcile?: boolean;
     syncPeriodMs?: number;
     log?: Logger;
+    monitored?: boolean;
+    fullCheckPeriodMs?: number;
   } = {},
 ): Rig {
   const nft = new MemoryNftables("ip", "kube-proxy");
@@ -77,6 +80,8 @@ function rig(
     proxiers: { 4: new Proxier({ client: opts.client ?? nft, config: CFG, log: () => {} }) },
     minSyncPeriodMs: 0,
     syncPeriodMs: opts.syncPeriodMs ?? 60_000,
+    monitored: opts.monitored,
+    fullCheckPeriodMs: opts.fullCheckPeriodMs,
     log: opts.log ?? quiet(),
     metrics,
     health,
@@ -266,5 +271,75 @@ Deno.test("the sync-period check restores what another program deleted, and says
   await syncs(engine, engine.syncs + 1);
   assert.equal(engine.lastResults[4]?.ops, 0);
   assert.match(await metrics.registry.metrics(), /repairs_total\{ip_family="IPv4"\} 1/);
+  await engine.stop();
+});
+
+/** A notification as another program's batch produces it (ffi/nftables/netlink/notify.ts). */
+function foreign(
+  kind: NftNotification["kind"],
+  name: string,
+  table = "kube-proxy",
+): NftNotification {
+  return { kind, op: "del", portid: 4242, family: 2, table, name };
+}
+
+Deno.test("with notifications, the idle --sync-period tick reads nothing and /healthz stays fresh", async () => {
+  const { engine, nft, health, metrics } = rig({ syncPeriodMs: 60, monitored: true });
+  await startWithDns(engine, ["198.18.1.2"]);
+  let lists = 0;
+  const listElements = nft.listElements.bind(nft), listChains = nft.listChains.bind(nft);
+  nft.listElements = (k, n) => (lists++, listElements(k, n));
+  nft.listChains = () => (lists++, listChains());
+  const stamp = async () =>
+    /sync_proxy_rules_last_timestamp_seconds\{ip_family="IPv4"\} (\S+)/.exec(
+      await metrics.registry.metrics(),
+    )![1];
+  const first = await stamp();
+  await syncs(engine, engine.syncs + 3);
+  assert.equal(engine.lastResults[4]?.full, false);
+  assert.equal(engine.lastResults[4]?.ops, 0);
+  assert.equal(lists, 0, "an idle tick listed the kernel");
+  assert.notEqual(await stamp(), first, "the idle tick still stamps the sync time");
+  assert.equal(health.health().healthy, true);
+  await engine.stop();
+});
+
+Deno.test("a foreign change reported by notification is repaired and counted; other tables are not", async () => {
+  const { engine, nft, metrics } = rig({ monitored: true });
+  await startWithDns(engine, ["198.18.1.2"]);
+  const before = nft.dump();
+  await nft.run(
+    new Transaction().delete({
+      kind: "element",
+      map: "service-ips",
+      key: ["198.19.0.53", "udp", "53"],
+    }),
+  );
+  const n = engine.syncs;
+  engine.recordForeign([foreign("element", "service-ips", "someone-else")]);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(engine.syncs, n, "a change to another table starts no sync");
+  engine.recordForeign([foreign("element", "service-ips")]);
+  await syncs(engine, n + 1);
+  assert.equal(nft.dump(), before);
+  assert.match(await metrics.registry.metrics(), /repairs_total\{ip_family="IPv4"\} 1/);
+  await engine.stop();
+});
+
+Deno.test("an overrun checks everything once; the engine's clock runs the periodic full check", async () => {
+  const { engine } = rig({ syncPeriodMs: 40, monitored: true, fullCheckPeriodMs: 400 });
+  await startWithDns(engine, ["198.18.1.2"]);
+  engine.recordOverrun();
+  await syncs(engine, engine.syncs + 1);
+  assert.equal(engine.lastResults[4]?.full, true, "the overrun's check");
+  await syncs(engine, engine.syncs + 1);
+  assert.equal(engine.lastResults[4]?.full, false);
+  const fulls: boolean[] = [];
+  const until = Date.now() + 1500;
+  while (!fulls.includes(true) && Date.now() < until) {
+    await syncs(engine, engine.syncs + 1);
+    fulls.push(engine.lastResults[4]!.full);
+  }
+  assert.ok(fulls.includes(true), "no periodic full check within --full-sync-period");
   await engine.stop();
 });
