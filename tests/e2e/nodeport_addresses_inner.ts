@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { AgentProcess } from "./fixtures/agent_process.ts";
 import { agentFlags, startAgent } from "./fixtures/agent_under_test.ts";
-import { NODE4, NODE_LINK4 } from "../topology.ts";
+import { NODE4, NODE6, NODE_LINK4, NODE_LINK6 } from "../topology.ts";
 import { run } from "../netns.ts";
 import {
   attachTopology,
@@ -25,7 +25,7 @@ import {
 
 const topo = attachTopology("tests/e2e/nodeport_addresses_test.ts");
 const A = topo.podIPv4(0), B = topo.podIPv4(1);
-const NP = 30080;
+const NP = 30080, NP6 = 30081;
 /** Addresses the test adds on lo: one inside 198.18.6.0/24, one outside every CIDR used. */
 const LATER_IN = "198.18.6.1", LATER_OUT = "198.18.7.1";
 
@@ -37,6 +37,9 @@ async function addr(op: "add" | "del", ip: string) {
 const answers = (ip: string) => reaches(topo, "tcp", ip, NP, ["a", "b"]);
 /** Waits until the NodePort on `ip` refuses (nothing listens on the node: RST). */
 const refuses = (ip: string) => fails(topo, ip, NP);
+/** The same for the IPv6 Service's NodePort. */
+const answers6 = (ip: string) => reaches(topo, "tcp", ip, NP6, ["a", "b"]);
+const refuses6 = (ip: string) => fails(topo, ip, NP6);
 
 Deno.test({
   name: "nodePortAddresses on the real kernel, real traffic",
@@ -49,6 +52,8 @@ Deno.test({
         serviceCIDR(),
         service("web", { ip: "198.19.0.10", nodePort: NP }),
         slice("web", [A, B]),
+        service("web6", { ip: "2001:db8:ffff::10", nodePort: NP6 }),
+        slice("web6", [topo.podIPv6(0), topo.podIPv6(1)]),
       ],
       args: ["--nodeport-addresses=198.18.3.0/24,198.18.6.0/24"],
     });
@@ -67,6 +72,14 @@ Deno.test({
           assert.doesNotMatch(rules, /198\.18\.0\.1\b/);
         },
       );
+
+      await t.step("a family with no entry matches every address, as upstream", async () => {
+        // Only IPv4 CIDRs: upstream gives IPv6 the zero CIDR (nodeport_addresses.go).
+        await answers6(NODE6);
+        await answers6(NODE_LINK6);
+        const chain = (await run(["nft", "list", "chain", "ip6", "kube-proxy", "services"])).stdout;
+        assert.match(chain, /fib daddr type local/);
+      });
 
       await t.step(
         "an address added later answers without a restart; removed, it stops",
@@ -104,6 +117,9 @@ Deno.test({
           await answers(NODE_LINK4);
           await refuses(LATER_OUT);
           assert.doesNotMatch(await nftServices(), /fib daddr type local/);
+          // IPv6 has an entry now (the Node's primary IPv6): only that address answers.
+          await answers6(NODE6);
+          await refuses6(NODE_LINK6);
         },
       );
 
