@@ -80,7 +80,7 @@ export interface ProxyMetrics {
   localhostNodePortListeners: Gauge<"ip_family">;
   /** kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total{ip_family}. */
   localhostNodePortListenerCreationFailuresTotal: Counter<"ip_family">;
-  /** kube_nft_proxy_nftables_repairs_total{ip_family} (ours): periodic checks that rewrote rules. */
+  /** kube_nft_proxy_nftables_repairs_total{ip_family} (ours): checks that rewrote rules. */
   nftablesRepairsTotal: Counter<"ip_family">;
   /** rest_client_requests_total and rest_client_request_duration_seconds (client-go's). */
   restClient: RestClientMetrics;
@@ -193,7 +193,7 @@ export function createMetrics(): ProxyMetrics {
     ),
     nftablesRepairsTotal: famCounter(
       "kube_nft_proxy_nftables_repairs_total",
-      "Periodic checks (every sync period) that found the ruleset changed by another program and restored it",
+      "Checks (after another program's change was notified, or the periodic full check) that found the ruleset changed by another program and restored it",
     ),
     restClient: createRestClientMetrics(registry),
   };
