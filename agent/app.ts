@@ -7,6 +7,7 @@
  * @module
  */
 import { NftablesMonitor } from "../ffi/nftables/netlink/monitor.ts";
+import { startStallProbe } from "./loop_stall.ts";
 import {
   AGENT_VERSION,
   type AgentConfig,
@@ -300,6 +301,7 @@ async function serve(
   // Fail early, before touching the cluster, when the libraries are missing.
   if (!cfg.dryRun) openClient(4, false).close();
   const servers = await startServers(cfg, log, nodeName, new ApiFetch(kube.creds));
+  startStallProbe(servers.metrics.registry);
   if (!cfg.dryRun) applyNodeSysctls(cfg, log);
   const stop = stopControl(cfg, log, configText, signal);
   const { api } = servers;
