@@ -76,7 +76,8 @@ function nodePortSelection(
   if (loop) {
     warnings.push(
       `nodePortAddresses [${given.join(", ")}] selects ${fam === 4 ? "127.0.0.1" : "::1"}: ` +
-        "the nftables rules do not serve NodePorts on loopback addresses",
+        "the nftables rules do not serve NodePorts on loopback addresses; the localhost NodePort " +
+        "proxy does while the KubeProxyNFTablesLocalhostNodePorts gate is on",
     );
   }
   const sel = selectNodePortIPs(npa, fam, nodeIPs, hostAddrs);
