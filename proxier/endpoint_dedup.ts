@@ -11,10 +11,12 @@
  *   was written last.
  *
  * Upstream applies the second rule to both (its comment says the first would be better but it
- * cannot tell which slice is newer) and leaves a tie to Go's map order. We know each slice's
- * update order, so: the same Pod takes the newer copy; otherwise a non-terminating copy beats a
- * terminating one; otherwise (both live, or both terminating) the newer copy wins. An endpoint
- * without a targetRef counts as a different Pod.
+ * cannot tell which slice is newer) and leaves a tie to Go's map order. We know the order the
+ * slices were last written (a write that changes nothing we read counts too: the controller
+ * writes every endpoint of a slice from the Pods' state at that time), so: the same Pod takes
+ * the newer copy; otherwise a non-terminating copy beats a terminating one; otherwise (both
+ * live, or both terminating) the newer copy wins. Within one slice a later position is newer.
+ * An endpoint without a targetRef counts as a different Pod.
  *
  * @module
  */

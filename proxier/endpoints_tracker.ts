@@ -8,7 +8,7 @@
  * @module
  */
 
-import { canonicalText, type ParsedIP, parseIP } from "../net/ip.ts";
+import { canonicalText, parseIP } from "../net/ip.ts";
 import type { EndpointInfo, Protocol } from "./model.ts";
 import type { IpFamily } from "../net/family.ts";
 import {
@@ -22,6 +22,17 @@ import { consoleLog, type LogFn } from "../net/log.ts";
 import { sameStrings } from "../net/arrays.ts";
 import { objectKey } from "./service_tracker.ts";
 import { newerWins, NO_TARGET, targetId } from "./endpoint_dedup.ts";
+import {
+  compareKeys,
+  mergeSlices,
+  type ParsedSlice,
+  sharesAddress,
+  type SlicePort,
+  sortKeyOf,
+  type StoredSlice,
+} from "./slice_merge.ts";
+
+export { mergeSlices, type ParsedSlice, type SlicePort } from "./slice_merge.ts";
 
 const PROTOCOLS: ReadonlySet<string> = new Set(["TCP", "UDP", "SCTP"]);
 
@@ -31,30 +42,6 @@ export const ANNOTATION_TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trig
 /** Key of one Service port's endpoint list inside a Service: family, port name, protocol. */
 export function portKey(family: IpFamily, portName: string, protocol: Protocol): string {
   return `${family}|${portName}|${protocol}`;
-}
-
-/** One port of a validated slice with its endpoints, ready to use. */
-export interface SlicePort {
-  /** {@link portKey} of the Service port this slice port serves. */
-  key: string;
-  port: number;
-  /** Sorted by address; an address appears once. Shared with the merged lists: do not mutate. */
-  endpoints: EndpointInfo[];
-}
-
-/** A validated EndpointSlice. */
-export interface ParsedSlice {
-  /** `namespace/service-name`. */
-  service: string;
-  /** Slice name. */
-  name: string;
-  family: IpFamily;
-  ports: SlicePort[];
-  /**
-   * The {@link targetId} of each endpoint, in the order of every port's `endpoints`; omitted
-   * when no endpoint has a targetRef. Decides duplicates across slices (endpoint_dedup.ts).
-   */
-  targets?: number[];
 }
 
 /** Endpoints of one Service, by {@link portKey}; each list sorted by address then port. */
@@ -209,19 +196,6 @@ export function parseEndpointSlice(
   return out;
 }
 
-/** A sort key ordering addresses of one family numerically. */
-function sortKeyOf(ip: ParsedIP): number | string {
-  const b = ip.bytes;
-  if (ip.family === 4) return ((b[0] << 24) >>> 0) + (b[1] << 16) + (b[2] << 8) + b[3];
-  let s = "";
-  for (const x of b) s += x.toString(16).padStart(2, "0");
-  return s;
-}
-
-function compareKeys(a: number | string, b: number | string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
 function names(list: readonly { name?: string | null }[] | null | undefined): string[] {
   const out: string[] = [];
   if (!list) return out;
@@ -260,61 +234,6 @@ function sameParsedSlice(a: ParsedSlice, b: ParsedSlice): boolean {
       p.key === b.ports[i].key && p.port === b.ports[i].port &&
       sameEndpoints(p.endpoints, b.ports[i].endpoints)
     );
-}
-
-interface StoredSlice {
-  slice: ParsedSlice;
-  /** Update sequence: higher is fresher. */
-  seq: number;
-}
-
-/**
- * Merges the slices of one Service into endpoint lists per port. An endpoint (address +
- * port) in several slices is decided by endpoint_dedup.ts in update order: the same Pod
- * takes the most recently updated slice's copy (it is moving between slices); different
- * Pods on one address (reused while the old Pod terminates) prefer the non-terminating one.
- */
-export function mergeSlices(
-  slices: Iterable<{ slice: ParsedSlice; seq: number }>,
-): Map<string, EndpointInfo[]> {
-  const ordered = [...slices].sort((a, b) => a.seq - b.seq);
-  const out = new Map<string, EndpointInfo[]>();
-  if (ordered.length === 1) {
-    // The common case: one slice, already sorted and de-duplicated.
-    for (const p of ordered[0].slice.ports) if (p.endpoints.length > 0) out.set(p.key, p.endpoints);
-    return out;
-  }
-  const byPort = new Map<string, Map<string, EndpointInfo>>();
-  const targetOf = new Map<EndpointInfo, number>();
-  for (const { slice } of ordered) {
-    for (const p of slice.ports) {
-      let set = byPort.get(p.key);
-      if (!set) byPort.set(p.key, set = new Map());
-      for (let i = 0; i < p.endpoints.length; i++) {
-        const ep = p.endpoints[i];
-        const t = slice.targets?.[i] ?? NO_TARGET;
-        const k = `${ep.ip}|${ep.port}`;
-        const old = set.get(k);
-        if (old && !newerWins(old, targetOf.get(old) ?? NO_TARGET, ep, t)) continue;
-        set.set(k, ep);
-        if (t !== NO_TARGET) targetOf.set(ep, t);
-      }
-    }
-  }
-  const keys = new Map<string, number | string>();
-  const keyOf = (ip: string) => {
-    let k = keys.get(ip);
-    if (k === undefined) keys.set(ip, k = sortKeyOf(parseIP(ip)!));
-    return k;
-  };
-  for (const [pk, set] of byPort) {
-    if (set.size === 0) continue;
-    const list = [...set.values()].sort((a, b) =>
-      compareKeys(keyOf(a.ip), keyOf(b.ip)) || a.port - b.port
-    );
-    out.set(pk, list);
-  }
-  return out;
 }
 
 /** One Service's endpoints after a change since the last checkout. */
@@ -423,7 +342,14 @@ export class EndpointsTracker {
       : single && entry.slice.name === slice.name
       ? entry
       : undefined;
-    if (old && sameParsedSlice(old.slice, slice)) return false;
+    if (old && sameParsedSlice(old.slice, slice)) {
+      // Same content, newer write: the controller wrote every endpoint of it from current Pod
+      // state, so it is now the freshest word on an address a sibling slice also lists.
+      old.seq = ++this.#seq;
+      if (!(entry instanceof Map) || !sharesAddress(slice, entry)) return false;
+      this.#markPending(slice.service, slice.name);
+      return true;
+    }
     const stored = { slice, seq: ++this.#seq };
     if (entry === undefined || old === entry) this.#slices.set(slice.service, stored);
     else if (entry instanceof Map) entry.set(slice.name, stored);

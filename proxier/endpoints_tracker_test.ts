@@ -394,3 +394,23 @@ Deno.test("duplicates of one address: ties go to the newer copy, across slices a
   eps = t.checkout().get("ns/c")!.current.get(HTTP4)!;
   assert.equal(eps.length, 1);
 });
+
+Deno.test("a slice re-written unchanged is the newer word on an address a sibling shares", () => {
+  const t = new EndpointsTracker("me", captureLog().log);
+  const a1 = slice("a-1", "a", [podEp("198.18.1.5", "p", READY), ep("198.18.1.6")]);
+  const a2 = slice("a-2", "a", [podEp("198.18.1.5", "p", DRAINING)]);
+  t.update(null, a1);
+  t.update(null, a2);
+  assert.equal(t.checkout().get("ns/a")!.current.get(HTTP4)![0].terminating, true);
+  // a-1 written again (new version, same endpoints): its copy of the shared Pod is current.
+  const again = { ...a1, metadata: { ...a1.metadata, resourceVersion: "7" } };
+  assert.equal(t.update(a1, again), true);
+  assert.equal(t.checkout().get("ns/a")!.current.get(HTTP4)![0].terminating, false);
+  // Without a shared address, an unchanged re-write is no change at all.
+  const b1 = slice("b-1", "b", [ep("198.18.2.1")]);
+  t.update(null, b1);
+  t.update(null, slice("b-2", "b", [ep("198.18.2.2")]));
+  t.checkout();
+  assert.equal(t.update(b1, { ...b1, metadata: { ...b1.metadata, resourceVersion: "9" } }), false);
+  assert.equal(t.pendingCount, 0);
+});

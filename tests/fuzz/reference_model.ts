@@ -133,15 +133,27 @@ function clusterIPOf(svc: Obj, v6: boolean): string | undefined {
   return ips.find((ip) => isV6(ip) === v6);
 }
 
+/** Who an endpoint is (its targetRef's uid, else kind/namespace/name), or "" for nobody. */
+function podOf(e: Obj): string {
+  const r = e.targetRef;
+  if (!r) return "";
+  return r.uid ? `uid:${r.uid}` : r.name ? `${r.kind}/${r.namespace}/${r.name}` : "";
+}
+
 /** The endpoints of one Service port in one family, from every slice of the Service. */
 function endpointsOf(world: ModelWorld, cfg: ModelConfig, svc: Obj, port: Obj, v6: boolean): Ep[] {
-  const out: Ep[] = [];
-  for (const slice of world.slices) {
+  const out: (Ep & { pod: string })[] = [];
+  const mine = [...world.slices].filter((slice) => {
     const labels = slice.metadata?.labels ?? {};
-    if (slice.metadata?.namespace !== svc.metadata.namespace) continue;
-    if (labels[SERVICE_NAME_LABEL] !== svc.metadata.name) continue;
-    if (labels[HEADLESS_LABEL] !== undefined || labels[PROXY_NAME_LABEL] !== undefined) continue;
-    if (slice.addressType !== (v6 ? "IPv6" : "IPv4")) continue;
+    return slice.metadata?.namespace === svc.metadata.namespace &&
+      labels[SERVICE_NAME_LABEL] === svc.metadata.name &&
+      labels[HEADLESS_LABEL] === undefined && labels[PROXY_NAME_LABEL] === undefined &&
+      slice.addressType === (v6 ? "IPv6" : "IPv4");
+  });
+  // A duplicate address is decided in the order the slices were written (pkg/proxy
+  // endpointslicecache.go after PR #135593, see the rule below): oldest first.
+  mine.sort((a, b) => Number(a.metadata.resourceVersion) - Number(b.metadata.resourceVersion));
+  for (const slice of mine) {
     const sp = (slice.ports ?? []).find((p: Obj) =>
       (p.name ?? "") === (port.name ?? "") && (p.protocol ?? "TCP") === (port.protocol ?? "TCP")
     );
@@ -149,7 +161,7 @@ function endpointsOf(world: ModelWorld, cfg: ModelConfig, svc: Obj, port: Obj, v
     for (const e of slice.endpoints ?? []) {
       // endpointslicecache.go: a nil ready or serving means true, a nil terminating false.
       const ready = e.conditions?.ready ?? true;
-      const ep: Ep = {
+      const ep = {
         ip: e.addresses[0],
         port: sp.port,
         ready,
@@ -158,11 +170,19 @@ function endpointsOf(world: ModelWorld, cfg: ModelConfig, svc: Obj, port: Obj, v
         local: e.nodeName === cfg.nodeName,
         zoneHints: (e.hints?.forZones ?? []).map((h: Obj) => h.name),
         nodeHints: (e.hints?.forNodes ?? []).map((h: Obj) => h.name),
+        pod: podOf(e),
       };
-      if (out.some((o) => sameAddr(o.ip, ep.ip) && o.port === ep.port)) {
-        throw new Error(`model: endpoint ${ep.ip}:${ep.port} listed twice (generator bug)`);
+      const at = out.findIndex((o) => sameAddr(o.ip, ep.ip) && o.port === ep.port);
+      if (at < 0) {
+        out.push(ep);
+        continue;
       }
-      out.push(ep);
+      // The same address twice (kubernetes#135266): the same Pod moving between slices takes
+      // the later copy; different Pods (a reused IP) keep a live one over a terminating one;
+      // otherwise the later copy.
+      const old = out[at];
+      const samePod = ep.pod !== "" && ep.pod === old.pod;
+      if (samePod || !ep.terminating || old.terminating) out[at] = ep;
     }
   }
   return out;

@@ -4,8 +4,10 @@
  * API allows (ready; serving+terminating; terminating; terminating with serving left out, as
  * controllers predating the serving condition write it; not ready; conditions left out), zone
  * and node hints (sometimes on only some endpoints), named target ports resolved per slice, and
- * rolling updates (ready -> terminating -> gone, new ones ready). Within one Service and family
- * an address is listed once.
+ * rolling updates (ready -> terminating -> gone, new ones ready). An address is now and then
+ * listed twice within one Service and family: a Pod IP reused while the old Pod terminates
+ * (another Pod, in a sibling slice or the same one), or one Pod written into a sibling slice
+ * with newer conditions before the old slice drops it (kubernetes#135266).
  *
  * @module
  */
@@ -195,6 +197,8 @@ export function rollEndpoints(g: Gen, svc: Obj): void {
     if (fams.length > 0) g.put("EndpointSlice", newSlice(g, svc, g.pick(fams), g.int(1, 3)));
     return;
   }
+  // Now and then a rollout reuses an address or moves a Pod to a sibling slice.
+  if (g.chance(0.2)) return duplicateAddress(g, slices);
   const slice = g.pick(slices);
   const kept: Obj[] = [];
   for (const ep of slice.endpoints ?? []) {
@@ -237,11 +241,38 @@ export function syncSlicePorts(g: Gen, svc: Obj): void {
   }
 }
 
-/** Adds a slice, deletes one, empties one, or moves an endpoint between two. */
+/**
+ * Lists an existing address a second time: a new Pod that got the address of a terminating one
+ * (another targetRef, live; the old copy turns terminating), or the same Pod written into a
+ * sibling slice with new conditions. The two slices are written in either order.
+ */
+function duplicateAddress(g: Gen, slices: Obj[]): void {
+  const from = g.pick(slices);
+  if ((from.endpoints ?? []).length === 0) return;
+  const siblings = slices.filter((s) => s.addressType === from.addressType);
+  const to = g.chance(0.25) ? from : g.pick(siblings);
+  const orig = g.pick(from.endpoints as Obj[]);
+  const copy: Obj = structuredClone(orig);
+  if (g.chance(0.6)) {
+    // IP reuse: the old Pod is terminating, the new one (another Pod) is not.
+    setState(orig, g.pick(["terminating", "terminatingNoServing", "gone"] as State[]));
+    copy.targetRef = { ...orig.targetRef, name: `pod-${g.serial()}` };
+    setState(copy, g.pick(["ready", "ready", "notready", "unset"] as State[]));
+  } else {
+    // The same Pod moving, its conditions possibly changed on the way.
+    setState(copy, randomState(g));
+  }
+  (to.endpoints ??= []).push(copy);
+  const order = g.chance(0.5) ? [from, to] : [to, from];
+  for (const s of new Set(order)) g.put("EndpointSlice", s);
+}
+
+/** Adds a slice, deletes one, empties one, moves an endpoint between two, or lists one twice. */
 export function reshapeSlices(g: Gen, svc: Obj): void {
   if (svc.spec.type === "ExternalName") return;
   const slices = g.slicesOf(svc);
   const x = g.r();
+  if (slices.length > 0 && g.chance(0.2)) return duplicateAddress(g, slices);
   if (slices.length === 0 || x < 0.35) {
     const fams = familiesOf(svc);
     if (fams.length > 0) g.put("EndpointSlice", newSlice(g, svc, g.pick(fams), g.int(0, 4)));

@@ -1,0 +1,117 @@
+/**
+ * The merge of one Service's EndpointSlices into endpoint lists per port, and the slice
+ * types it works on (kube-proxy's endpointslicecache.go endpointInfoByServicePort). Duplicate
+ * addresses are decided by endpoint_dedup.ts in update order.
+ *
+ * @module
+ */
+
+import { type ParsedIP, parseIP } from "../net/ip.ts";
+import type { IpFamily } from "../net/family.ts";
+import type { EndpointInfo } from "./model.ts";
+import { newerWins, NO_TARGET } from "./endpoint_dedup.ts";
+
+/** One port of a validated slice with its endpoints, ready to use. */
+export interface SlicePort {
+  /** portKey() of the Service port this slice port serves (endpoints_tracker.ts). */
+  key: string;
+  port: number;
+  /** Sorted by address; an address appears once. Shared with the merged lists: do not mutate. */
+  endpoints: EndpointInfo[];
+}
+
+/** A validated EndpointSlice. */
+export interface ParsedSlice {
+  /** `namespace/service-name`. */
+  service: string;
+  /** Slice name. */
+  name: string;
+  family: IpFamily;
+  ports: SlicePort[];
+  /**
+   * The {@link targetId} of each endpoint, in the order of every port's `endpoints`; omitted
+   * when no endpoint has a targetRef. Decides duplicates across slices (endpoint_dedup.ts).
+   */
+  targets?: number[];
+}
+
+/** A sort key ordering addresses of one family numerically. */
+export function sortKeyOf(ip: ParsedIP): number | string {
+  const b = ip.bytes;
+  if (ip.family === 4) return ((b[0] << 24) >>> 0) + (b[1] << 16) + (b[2] << 8) + b[3];
+  let s = "";
+  for (const x of b) s += x.toString(16).padStart(2, "0");
+  return s;
+}
+
+/** Orders two {@link sortKeyOf} keys. */
+export function compareKeys(a: number | string, b: number | string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** A slice as the tracker keeps it. */
+export interface StoredSlice {
+  slice: ParsedSlice;
+  /** Update sequence: higher is fresher. */
+  seq: number;
+}
+
+/** Whether an endpoint address of `slice` is also listed by another of `siblings`. */
+export function sharesAddress(slice: ParsedSlice, siblings: Map<string, StoredSlice>): boolean {
+  const mine = new Set<string>();
+  for (const p of slice.ports) for (const e of p.endpoints) mine.add(e.ip);
+  for (const [name, s] of siblings) {
+    if (name === slice.name) continue;
+    for (const p of s.slice.ports) for (const e of p.endpoints) if (mine.has(e.ip)) return true;
+  }
+  return false;
+}
+
+/**
+ * Merges the slices of one Service into endpoint lists per port. An endpoint (address +
+ * port) in several slices is decided by endpoint_dedup.ts in update order: the same Pod
+ * takes the most recently updated slice's copy (it is moving between slices); different
+ * Pods on one address (reused while the old Pod terminates) prefer the non-terminating one.
+ */
+export function mergeSlices(
+  slices: Iterable<{ slice: ParsedSlice; seq: number }>,
+): Map<string, EndpointInfo[]> {
+  const ordered = [...slices].sort((a, b) => a.seq - b.seq);
+  const out = new Map<string, EndpointInfo[]>();
+  if (ordered.length === 1) {
+    // The common case: one slice, already sorted and de-duplicated.
+    for (const p of ordered[0].slice.ports) if (p.endpoints.length > 0) out.set(p.key, p.endpoints);
+    return out;
+  }
+  const byPort = new Map<string, Map<string, EndpointInfo>>();
+  const targetOf = new Map<EndpointInfo, number>();
+  for (const { slice } of ordered) {
+    for (const p of slice.ports) {
+      let set = byPort.get(p.key);
+      if (!set) byPort.set(p.key, set = new Map());
+      for (let i = 0; i < p.endpoints.length; i++) {
+        const ep = p.endpoints[i];
+        const t = slice.targets?.[i] ?? NO_TARGET;
+        const k = `${ep.ip}|${ep.port}`;
+        const old = set.get(k);
+        if (old && !newerWins(old, targetOf.get(old) ?? NO_TARGET, ep, t)) continue;
+        set.set(k, ep);
+        if (t !== NO_TARGET) targetOf.set(ep, t);
+      }
+    }
+  }
+  const keys = new Map<string, number | string>();
+  const keyOf = (ip: string) => {
+    let k = keys.get(ip);
+    if (k === undefined) keys.set(ip, k = sortKeyOf(parseIP(ip)!));
+    return k;
+  };
+  for (const [pk, set] of byPort) {
+    if (set.size === 0) continue;
+    const list = [...set.values()].sort((a, b) =>
+      compareKeys(keyOf(a.ip), keyOf(b.ip)) || a.port - b.port
+    );
+    out.set(pk, list);
+  }
+  return out;
+}
