@@ -20,6 +20,7 @@ import { nodeHostIPs } from "./kube/node_fetch.ts";
 import type { NetOps } from "./localhost/listener.ts";
 import { LocalhostProxy } from "./localhost/proxy.ts";
 import { localhostFamilies, loopbackSelection } from "./localhost/selection.ts";
+import { registerRejectedPackets } from "./localhost/rejected_metric.ts";
 import type { ConntrackRunner } from "../conntrack/runner.ts";
 import type { NftablesClient } from "../ffi/nftables/types.ts";
 import type { MonitorHandlers } from "../ffi/nftables/netlink/monitor.ts";
@@ -186,6 +187,9 @@ export async function buildNode(
     metrics: opts.metrics,
     net: opts.localhostNet,
   });
+  if (opts.metrics && localhost.families.length > 0) {
+    registerRejectedPackets(opts.metrics.registry, nft, localhost.families);
+  }
   if (localhost.families.length > 0) {
     opts.log.info("Serving NodePorts on localhost through a userspace proxy (KEP-6032)", {
       ipFamilies: localhost.families.map(familyLabel),

@@ -82,6 +82,8 @@ export interface ProxierConfig {
   localDetector: LocalDetector;
   /** CIDRs and the keywords "primary", "localhost", "all" (net/nodeport_addresses.ts); [] = primary. */
   nodePortAddresses: string[];
+  /** Families whose loopback NodePorts the userspace proxy serves (rules reject UDP/SCTP there). */
+  localhostNodePorts?: readonly IpFamily[];
 }
 
 /** The complete input for building one family's ruleset. */

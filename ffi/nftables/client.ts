@@ -363,6 +363,14 @@ class LibNftablesClient implements NftablesClient {
     return parseTableListing(text, this.family, this.table)?.chains.get(name) ?? null;
   }
 
+  async counterPackets(name: string): Promise<number | undefined> {
+    if (!IDENTIFIER.test(name)) throw new TypeError(`invalid counter name "${name}"`);
+    const text = await this.listing(`list counter ${this.family} ${this.table} ${name}`);
+    // `counter NAME { packets N bytes M }`, as nft lists a named counter.
+    const m = text === null ? null : /\bpackets (\d+)/.exec(text);
+    return m ? Number(m[1]) : undefined;
+  }
+
   async getElement(kind: "set" | "map", name: string, key: string[]): Promise<Element | null> {
     if (!IDENTIFIER.test(name)) throw new TypeError(`invalid ${kind} name "${name}"`);
     // One kernel lookup over plain netlink: libnftables' `get element` loads every element of

@@ -74,6 +74,11 @@ export function renderOperation(family: Family, table: string, op: Operation): s
         return `${verb} ${objectNoun(obj)} ${where} ${obj.name}${setSpec(obj)}`;
       }
       return `${verb} ${objectNoun(obj)} ${where} ${obj.name}`;
+    case "counter":
+      if (verb === "add" || verb === "create" || verb === "delete") {
+        return `${verb} counter ${where} ${obj.name}`;
+      }
+      throw new TypeError(`cannot ${verb} a counter`);
     case "element": {
       const withValue = verb !== "delete";
       return `${

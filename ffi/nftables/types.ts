@@ -98,8 +98,17 @@ export interface Element {
   comment?: string;
 }
 
+/**
+ * A named counter object (`counter NAME { packets N bytes M }`), which rules update with
+ * `counter name "NAME"`; its values are read with {@link NftablesClient.counterPackets}.
+ */
+export interface Counter {
+  kind: "counter";
+  name: string;
+}
+
 /** Any object a transaction can operate on. */
-export type NftObject = Table | Chain | Rule | Set | Map | Element;
+export type NftObject = Table | Chain | Rule | Set | Map | Element | Counter;
 
 /** Transaction verbs. `create` fails if the object exists; `add` does not. */
 export type Verb = "add" | "create" | "insert" | "replace" | "flush" | "delete";
@@ -187,6 +196,8 @@ export interface NftablesClient {
    * reading many chains this way costs one load instead of one each.
    */
   listRules?(): Promise<globalThis.Map<string, { chain: Chain; rules: Rule[] }>>;
+  /** The packets a named counter has counted, or undefined when the table or counter is missing. */
+  counterPackets?(name: string): Promise<number | undefined>;
   /**
    * The number of rules in each chain of the table (chains without rules are
    * absent; empty when the table does not exist). Cheap however many

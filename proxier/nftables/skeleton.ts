@@ -8,11 +8,14 @@
 import type { Chain, Map as NftMap, Set as NftSet } from "../../ffi/nftables/types.ts";
 import type { BuildContext } from "./context.ts";
 import { classChainName, type ClassKind, endpointsMapName, type L4, L4S, N } from "./names.ts";
+import { localhostChain, localhostJump } from "./localhost.ts";
 
 /** A chain with its complete rule list (nft syntax bodies). */
 export interface ChainSpec {
   chain: Chain;
   rules: string[];
+  /** Named counters the rules update; created (if missing) before the rules are written. */
+  counters?: string[];
 }
 
 /** The skeleton of one family's table. */
@@ -161,7 +164,10 @@ export function buildSkeleton(ctx: BuildContext, gen: number): Skeleton {
       chain: baseChain(N.natPrerouting, "nat", "prerouting", -100),
       rules: [`jump ${N.services}`],
     },
-    { chain: baseChain(N.natOutput, "nat", "output", -100), rules: [`jump ${N.services}`] },
+    {
+      chain: baseChain(N.natOutput, "nat", "output", -100),
+      rules: [...(ctx.localhostNodePorts ? [localhostJump(ctx)] : []), `jump ${N.services}`],
+    },
     {
       chain: baseChain(N.natPostrouting, "nat", "postrouting", 100),
       rules: [`jump ${N.masquerading}`],
@@ -191,6 +197,7 @@ export function buildSkeleton(ctx: BuildContext, gen: number): Skeleton {
       ],
     },
     { chain: chain(N.firewallCheck), rules: [`${tuple} vmap @${N.firewallIPs}`] },
+    ...(ctx.localhostNodePorts ? [localhostChain()] : []),
     { chain: chain(N.rejectChain), rules: ["reject"] },
     {
       chain: chain(N.masquerading),

@@ -66,6 +66,10 @@ export class Unit implements ElementSink {
   flushChain(name: string): void {
     this.decls.push({ verb: "flush", obj: { kind: "chain", name } });
   }
+  /** Adds a named counter (a no-op when it exists; its values stay). */
+  counter(name: string): void {
+    this.decls.push({ verb: "add", obj: { kind: "counter", name } });
+  }
   /** Adds a set or map (a no-op when it exists with the same definition). */
   set(s: NftSet | NftMap): void {
     this.decls.push({ verb: "add", obj: s });

@@ -6,9 +6,10 @@
  * @module
  */
 import assert from "node:assert/strict";
+import dgram from "node:dgram";
 import { AgentProcess, eventually, httpGet } from "./fixtures/agent_process.ts";
 import { startAgent } from "./fixtures/agent_under_test.ts";
-import { attachTopology, metric, node, serviceCIDR } from "./fixtures/inner_steps.ts";
+import { attachTopology, metric, nft, node, serviceCIDR } from "./fixtures/inner_steps.ts";
 import {
   dial,
   labels,
@@ -146,6 +147,66 @@ Deno.test({
         assert.equal(new Set(got).size, 1, `all 20 connections on one endpoint: ${got}`);
       });
 
+      await t.step("UDP to a loopback NodePort is rejected by a rule and counted", async () => {
+        api.apply(lhService("dns", { ip: "198.19.0.13", nodePort: 30104, protocol: "UDP" }));
+        api.apply(lhSlice("dns", [A], { protocol: "UDP" }));
+        // A local socket on the port: without the rule the datagrams would reach it.
+        const sink = dgram.createSocket("udp4");
+        let received = 0;
+        sink.on("message", () => received++);
+        await new Promise<void>((r) => sink.bind(30104, "127.0.0.1", r));
+        const sender = dgram.createSocket("udp4");
+        try {
+          const counted = await eventually(
+            "UDP rejected and counted",
+            async () => {
+              await new Promise<void>((r) => sender.send("x", 30104, "127.0.0.1", () => r()));
+              await new Promise((r) => setTimeout(r, 200));
+              const out = await nft(
+                "list",
+                "counter",
+                "ip",
+                "kube-proxy",
+                "localhost-nodeport-rejected-udp",
+              );
+              const n = Number(/packets (\d+)/.exec(out)?.[1] ?? 0);
+              return n > 0 ? n : undefined;
+            },
+            15_000,
+            100,
+          );
+          // Every datagram sent once the rule was in was rejected: the sink saw fewer than sent,
+          // and none after the counter moved.
+          const before = received;
+          for (let i = 0; i < 5; i++) {
+            await new Promise<void>((r) => sender.send("y", 30104, "127.0.0.1", () => r()));
+          }
+          await new Promise((r) => setTimeout(r, 300));
+          assert.equal(received, before, "no datagram reaches the local socket");
+          const m = await metrics(aut.metrics);
+          const v = metric(
+            m,
+            "kubeproxy_nftables_localhost_nodeport_rejected_packets_total",
+            'ip_family="IPv4",protocol="UDP"',
+          );
+          assert.ok(v !== undefined && v >= counted + 5, `metric ${v}, counter was ${counted}`);
+          // The rules went in with every sync succeeding (the listeners follow failed syncs too).
+          for (const fam of ["IPv4", "IPv6"]) {
+            const failed = metric(
+              m,
+              "kubeproxy_sync_proxy_rules_nftables_sync_failures_total",
+              `ip_family="${fam}"`,
+            );
+            assert.ok(!failed, `${fam} sync failures: ${failed}\n${aut.agent.tail()}`);
+          }
+          // TCP on the same loopback keeps going through the proxy.
+          await reachesOnly("127.0.0.1", 30100, ["a", "b"]);
+        } finally {
+          sink.close();
+          sender.close();
+        }
+      });
+
       await t.step("Service deleted: its listener goes, the others stay", async () => {
         api.remove("Service", "default", "sticky");
         await refused("127.0.0.1", 30103);
@@ -158,6 +219,16 @@ Deno.test({
         await reachesOnly("198.18.0.1", 30100, ["a", "b"]);
         await refused("127.0.0.1", 30100);
         await refused("::1", 30101);
+        // The reject rules went with the gate (the chain is emptied, then deleted).
+        await eventually(
+          "the jump to the localhost check gone",
+          async () => {
+            const table = await nft("list", "table", "ip", "kube-proxy");
+            return table.includes("jump localhost-nodeports-check") ? undefined : true;
+          },
+          15_000,
+          100,
+        );
         const m = await metrics(aut.metrics);
         assert.equal(
           metric(m, "kubeproxy_nftables_localhost_nodeport_listeners", 'ip_family="IPv4"'),

@@ -129,6 +129,19 @@ export class MemoryNftables implements NftablesClient {
     return Promise.resolve(this.state());
   }
 
+  /** A named counter's packets; undefined when it (or the table) does not exist. */
+  counterPackets(name: string): Promise<number | undefined> {
+    this.#ensureOpen();
+    return Promise.resolve(this.#data?.counters.get(name)?.packets);
+  }
+
+  /** Counts `packets` on a named counter (tests stand in for traffic the kernel would count). */
+  countPackets(name: string, packets: number): void {
+    const c = this.#data?.counters.get(name);
+    if (!c) throw new Error(`counter ${name} does not exist`);
+    this.#data!.counters.set(name, { ...c, packets: c.packets + packets });
+  }
+
   /** Chain names (sorted), or [] when the table does not exist. */
   listChains(): Promise<string[]> {
     this.#ensureOpen();

@@ -26,7 +26,7 @@ const RULE_WORDS = new globalThis.Set(
     "echo-request echo-reply original reply helper zone label nexthop iifgroup oifgroup " +
     "length hoplimit ttl nexthdr dscp ecn version flowlabel id frag-off checksum hdrlength " +
     "sequence ackseq doff window urgptr option skuid skgid cpu rtclassid cgroup ibrname " +
-    "obrname priority per second minute hour day week over until burst").split(" "),
+    "obrname priority per second minute hour day week over until burst name").split(" "),
 );
 
 /** A word nft parses: keywords, words it knows in rules, and words that are values. */

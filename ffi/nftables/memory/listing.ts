@@ -59,6 +59,10 @@ export function dumpTable(family: Family, table: string, t: TableData | null): s
   if (t.comment !== undefined) out.push(`\tcomment ${q(t.comment)}`);
   const byName = <T>(m: globalThis.Map<string, T>) =>
     [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  // nft lists named counters before sets, values and all.
+  for (const [name, c] of byName(t.counters)) {
+    out.push(`\tcounter ${name} {`, `\t\tpackets ${c.packets} bytes ${c.bytes}`, "\t}");
+  }
   for (const kind of ["set", "map"] as const) {
     for (const [name, s] of byName(t.sets)) {
       if (s.def.kind !== kind) continue;

@@ -5,7 +5,15 @@
  *
  * @module
  */
-import type { Chain, Element, Map as NftMap, Operation, Rule, Set as NftSet } from "../types.ts";
+import type {
+  Chain,
+  Counter,
+  Element,
+  Map as NftMap,
+  Operation,
+  Rule,
+  Set as NftSet,
+} from "../types.ts";
 import { parseTypeList, type Part } from "./datatypes.ts";
 import { EBUSY, EEXIST, ENOENT, EOPNOTSUPP, fail, invalid } from "./errors.ts";
 import { analyseRule, checkComment, checkName } from "./rule.ts";
@@ -61,8 +69,34 @@ function applyOp(d: Draft, op: Operation): void {
       return setOp(d, verb, obj);
     case "element":
       return elementOp(d, verb, obj);
+    case "counter":
+      return counterOp(d, verb, obj);
   }
   invalid(`unknown object kind ${(obj as { kind: string }).kind}`);
+}
+
+function counterOp(d: Draft, verb: Operation["verb"], c: Counter): void {
+  checkName("counter", c.name);
+  const old = d.t.counters.get(c.name);
+  switch (verb) {
+    case "add":
+    case "create":
+      if (old) {
+        if (verb === "create") fail(EEXIST, `counter ${c.name} exists`);
+        return;
+      }
+      d.t.counters.set(c.name, { handle: d.t.nextHandle++, packets: 0, bytes: 0 });
+      return;
+    case "delete": {
+      if (!old) fail(ENOENT, `counter ${c.name} does not exist`);
+      const refs = d.t.counterRefs.get(c.name) ?? 0;
+      if (refs > 0) fail(EBUSY, `counter ${c.name} is still used by ${refs} rule(s)`);
+      d.t.counters.delete(c.name);
+      return;
+    }
+    default:
+      invalid(`cannot ${verb} a counter`);
+  }
 }
 
 function flushTable(d: Draft): void {

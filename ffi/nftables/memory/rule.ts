@@ -24,6 +24,8 @@ function tokenize(rule: string): string[] {
 export interface RuleRefs {
   chains: string[];
   sets: string[];
+  /** Named counters the rule updates (`counter name "x"`). */
+  counters: string[];
   /** The lookups among `sets`, with their key expressions' types where known. */
   lookups: Lookup[];
   anonSets: number;
@@ -49,6 +51,7 @@ export function analyseRule(text: string, comment: string | undefined): RuleRefs
   checkWords(text, toks, KEYWORDS);
   const chains: string[] = [];
   const sets: string[] = [];
+  const counters: string[] = [];
   const lookups: Lookup[] = [];
   let anonSets = 0;
   // Stack of open braces: whether each is an anonymous set (vs a dynset key) and its shape.
@@ -62,6 +65,13 @@ export function analyseRule(text: string, comment: string | undefined): RuleRefs
       }
       chains.push(unquote(target));
       i++;
+    } else if (t === "counter" && toks[i + 1] === "name") {
+      const target = toks[i + 2];
+      if (target === undefined || /^[{}(),:;]$/.test(target)) {
+        invalid(`rule "${text}": counter name needs a counter`);
+      }
+      counters.push(unquote(target));
+      i += 2;
     } else if (t.startsWith("@")) {
       if (t.length === 1) invalid(`rule "${text}": "@" needs a set name`);
       checkName("set", t.slice(1));
@@ -80,7 +90,7 @@ export function analyseRule(text: string, comment: string | undefined): RuleRefs
     else if (t === "," && stack.length > 0) stack[stack.length - 1].comma = true;
   }
   if (stack.length > 0) invalid(`rule "${text}": unbalanced "{"`);
-  return { chains, sets, lookups, anonSets, body, comment };
+  return { chains, sets, counters, lookups, anonSets, body, comment };
 }
 
 /**

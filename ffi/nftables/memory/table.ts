@@ -53,12 +53,22 @@ export interface SetEntry {
   elements: globalThis.Map<string, ElementEntry>;
 }
 
+/** A named counter and what it counted. */
+export interface CounterEntry {
+  handle: number;
+  packets: number;
+  bytes: number;
+}
+
 /** One table: its objects and the reference counts the kernel keeps. */
 export interface TableData {
   comment?: string;
   nextHandle: number;
   chains: globalThis.Map<string, ChainEntry>;
   sets: globalThis.Map<string, SetEntry>;
+  counters: globalThis.Map<string, CounterEntry>;
+  /** Rules referring to each named counter. */
+  counterRefs: globalThis.Map<string, number>;
   /** Jumps/gotos and map elements pointing at each chain (the kernel's use count, minus rules). */
   chainRefs: globalThis.Map<string, number>;
   /** Rules referring to each set or map. */
@@ -106,6 +116,8 @@ export class Draft {
       nextHandle: base.nextHandle,
       chains: new globalThis.Map(base.chains),
       sets: new globalThis.Map(base.sets),
+      counters: new globalThis.Map(base.counters),
+      counterRefs: new globalThis.Map(base.counterRefs),
       chainRefs: new globalThis.Map(base.chainRefs),
       setRefs: new globalThis.Map(base.setRefs),
     };
@@ -153,6 +165,8 @@ export function emptyTable(comment?: string): TableData {
     nextHandle: 1,
     chains: new globalThis.Map(),
     sets: new globalThis.Map(),
+    counters: new globalThis.Map(),
+    counterRefs: new globalThis.Map(),
     chainRefs: new globalThis.Map(),
     setRefs: new globalThis.Map(),
   };
@@ -256,8 +270,12 @@ export function holdRule(d: Draft, refs: RuleRefs): void {
       invalid(`conflicting protocols specified: ${conflict} (@${l.set})`);
     }
   }
+  for (const c of refs.counters) {
+    if (!d.t.counters.has(c)) fail(ENOENT, `counter ${c} does not exist`);
+  }
   for (const c of refs.chains) holdChain(d, c);
   for (const s of refs.sets) bump(d.t.setRefs, s, 1);
+  for (const c of refs.counters) bump(d.t.counterRefs, c, 1);
 }
 
 /**
@@ -277,6 +295,7 @@ export function protocolConflict(def: NftSet | NftMap): string | undefined {
 export function releaseRule(d: Draft, r: RuleEntry): void {
   for (const c of r.refs.chains) bump(d.t.chainRefs, c, -1);
   for (const s of r.refs.sets) bump(d.t.setRefs, s, -1);
+  for (const c of r.refs.counters) bump(d.t.counterRefs, c, -1);
 }
 
 /** Drops the chain count a removed verdict element held. */

@@ -102,6 +102,7 @@ export function ensureChain(d: Draft, c: ChainSpec, u: Unit): void {
   const digest = chainDigest(c);
   const known = d.get("chains", name);
   if (known === digest) return;
+  for (const counter of c.counters ?? []) u.counter(counter);
   if (known === UNKNOWN && c.chain.hook !== undefined) {
     u.recreateBaseChain(c.chain, c.rules);
   } else {
