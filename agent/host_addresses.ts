@@ -30,6 +30,10 @@ export interface HostAddressSource {
 export interface HostAddressOptions {
   /** How often the subscription is read (default 1000 ms). */
   pollMs?: number;
+  /** Opens the change subscription (default: rtnetlink's {@link AddressChanges}; tests fake it). */
+  subscribe?: () => { drain(): boolean; close(): void };
+  /** Reads the addresses (default: an rtnetlink dump, {@link interfaceAddresses}). */
+  read?: () => string[];
 }
 
 /**
@@ -38,11 +42,12 @@ export interface HostAddressOptions {
  * against the Node object's addresses as before.
  */
 export function openHostAddresses(log: Logger, opts: HostAddressOptions = {}): HostAddressSource {
-  let changes: AddressChanges | undefined;
+  const read = opts.read ?? interfaceAddresses;
+  let changes: { drain(): boolean; close(): void } | undefined;
   let list: string[] | undefined;
   try {
-    changes = new AddressChanges();
-    list = interfaceAddresses();
+    changes = opts.subscribe ? opts.subscribe() : new AddressChanges();
+    list = read();
   } catch (err) {
     changes?.close();
     changes = undefined;
@@ -60,7 +65,7 @@ export function openHostAddresses(log: Logger, opts: HostAddressOptions = {}): H
       timer = setInterval(() => {
         try {
           if (!changes!.drain()) return;
-          const next = interfaceAddresses();
+          const next = read();
           if (next.join() === list?.join()) return;
           log.info("host interface addresses changed", { addresses: next.join(",") }, 2);
           list = next;
