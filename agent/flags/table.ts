@@ -259,7 +259,8 @@ export const FLAGS: readonly FlagSpec[] = [
     def: "32768",
     form: "an integer >= 0",
     convert: intIn(0, 2 ** 31 - 1),
-    help: "Conntrack entries per CPU core (0 = leave nf_conntrack_max alone).",
+    help: "Conntrack entries per CPU core; the total is capped at 1,048,576 and a larger " +
+      "nf_conntrack_max is never lowered (0 = leave nf_conntrack_max alone).",
   },
   {
     name: "conntrack-min",
