@@ -72,7 +72,9 @@ export function plan(quick: boolean, soak = false, fuzz = false): { jobs: Job[];
       script: bench("agent/agent_bench.ts"),
       args: ["--services", `${s}`, "--eps", `${e}`, "--churn-seconds", `${churn}`]
         .concat(quick ? ["--settle-seconds", "10"] : []),
-      timeoutSeconds: 300 + churn * 2 + s / 100,
+      // Plus the idle window (agent_bench.ts, KNP_BENCH_IDLE_SECONDS, 300 s by default).
+      timeoutSeconds: 300 + churn * 2 + s / 100 +
+        Number(Deno.env.get("KNP_BENCH_IDLE_SECONDS") ?? 300),
     });
   }
   if (soak) return { jobs, notes };

@@ -10,6 +10,9 @@
  *   shares, and the memory issue's targets for the sizes it names (`memoryTargetMet`);
  * - `agent-endpoint-change` / `agent-new-service`: API write until traffic reaches the new
  *   endpoint (each change on its own, spaced past --min-sync-period);
+ * - `agent-idle`: the agent at rest (default --sync-period) for KNP_BENCH_IDLE_SECONDS (default
+ *   300; 0 skips it): CPU share, event-loop stalls, full syncs, then the time to repair another
+ *   program's flush of the dispatch map (see idle.ts);
  * - `agent-churn`: rolling-update EndpointSlice rewrites plus Service creates, deletes and port
  *   changes at a fixed rate; latency of tracked changes, failed probes to unchanged Services,
  *   the agent's CPU share, its pending-change backlog and RSS over time; `series` holds each
@@ -44,6 +47,7 @@ import {
   slice,
 } from "./cluster.ts";
 import { BenchNet, treeStat } from "./net.ts";
+import { idle } from "./idle.ts";
 import { now } from "./prober.ts";
 import { run } from "../../netns.ts";
 import { rng } from "../../rng.ts";
@@ -282,6 +286,14 @@ async function main(): Promise<void> {
       n: svcLat.length,
       allms: svcLat.map(round),
     });
+
+    // --- idle, then one foreign flush
+    const idleSeconds = Number(Deno.env.get("KNP_BENCH_IDLE_SECONDS") ?? arg("idle-seconds", 300));
+    if (idleSeconds > 0) {
+      const i = tracked[0];
+      const probe = { target: target(i), reply: eps[i][0].ip };
+      emit(await idle({ pid, metrics, net, seconds: idleSeconds, size, probe }));
+    }
 
     // --- churn
     if (churnSeconds > 0) {

@@ -1,0 +1,119 @@
+/**
+ * The idle measurement of the agent benchmark (issue 21): the agent at rest
+ * for a while at the default --sync-period, then one foreign flush.
+ *
+ * - CPU share of the agent's process tree over the window (from /proc);
+ * - event-loop stalls in the window, from the agent's stall probe
+ *   (agent/loop_stall.ts): how many ticks ran over 50 ms late, and the
+ *   smallest bucket bound every tick stayed under;
+ * - full syncs in the window (each lists the kernel: there should be none
+ *   before --full-sync-period);
+ * - `nft flush map ip kube-proxy service-ips` by another program: time until
+ *   the repair is counted (kube_nft_proxy_nftables_repairs_total) and until
+ *   real traffic to a Service answers again.
+ *
+ * @module
+ */
+import { run } from "../../netns.ts";
+import { type BenchNet, treeStat } from "./net.ts";
+import { now } from "./prober.ts";
+
+/** What {@link idle} needs from the benchmark. */
+export interface IdleOptions {
+  pid: number;
+  /** The agent's /metrics URL. */
+  metrics: string;
+  net: BenchNet;
+  seconds: number;
+  size: { services: number; eps: number };
+  /** A Service target (`ip:port`) and the endpoint IP it answers from, probed after the flush. */
+  probe: { target: string; reply: string };
+}
+
+const round = (x: number) => Math.round(x * 1000) / 1000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Sample values of the agent's metrics, by `name{labels}` as printed. */
+async function samples(url: string): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  const text = await (await fetch(url, { signal: AbortSignal.timeout(5000) })).text();
+  for (const line of text.split("\n")) {
+    if (line.startsWith("#") || line === "") continue;
+    const sp = line.lastIndexOf(" ");
+    out.set(line.slice(0, sp), Number(line.slice(sp + 1)));
+  }
+  return out;
+}
+
+const STALL = "kube_nft_proxy_event_loop_stall_seconds";
+const FULL_COUNT = 'kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}';
+const REPAIRS = 'kube_nft_proxy_nftables_repairs_total{ip_family="IPv4"}';
+
+/** Stall histogram buckets (le -> cumulative count). */
+function buckets(m: Map<string, number>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [k, v] of m) {
+    const b = new RegExp(`^${STALL}_bucket\\{le="([^"]+)"\\}$`).exec(k);
+    if (b) out.set(b[1], v);
+  }
+  return out;
+}
+
+/** Ticks over 50 ms late between two scrapes, and the smallest bound all ticks stayed under. */
+function stalls(before: Map<string, number>, after: Map<string, number>) {
+  const b0 = buckets(before), b1 = buckets(after);
+  const d = (le: string) => (b1.get(le) ?? 0) - (b0.get(le) ?? 0);
+  const total = d("+Inf");
+  const over50 = total - d("0.05");
+  let under = "+Inf";
+  for (const le of [...b1.keys()].filter((k) => k !== "+Inf").sort((a, b) => +a - +b)) {
+    if (d(le) === total) {
+      under = le;
+      break;
+    }
+  }
+  return { ticks: total, stallsOver50ms: over50, longestStallUnderS: under };
+}
+
+function loadavg(): string {
+  return Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
+}
+
+/** Rests for `o.seconds`, then flushes a dispatch map as another program would. */
+export async function idle(o: IdleOptions): Promise<Record<string, unknown>> {
+  const load0 = loadavg();
+  const m0 = await samples(o.metrics);
+  const cpu0 = treeStat(o.pid).cpuSeconds, t0 = now();
+  await sleep(o.seconds * 1000);
+  const cpu1 = treeStat(o.pid).cpuSeconds, wall = (now() - t0) / 1000;
+  const m1 = await samples(o.metrics);
+  const load1 = loadavg();
+
+  // Another program flushes the ClusterIP dispatch map: every Service stops answering.
+  const repairs0 = m1.get(REPAIRS) ?? 0;
+  const tf = now();
+  await run(["nft", "flush", "map", "ip", "kube-proxy", "service-ips"]);
+  const traffic = o.net.prober.latency(o.probe.target, o.probe.reply, tf, 60_000);
+  let repairMs = NaN;
+  for (const until = tf + 60_000; now() < until;) {
+    if (((await samples(o.metrics)).get(REPAIRS) ?? 0) > repairs0) {
+      repairMs = now() - tf;
+      break;
+    }
+    await sleep(20);
+  }
+  const trafficMs = await traffic.catch(() => NaN);
+  return {
+    bench: "agent-idle",
+    ...o.size,
+    seconds: Math.round(wall),
+    cpuShare: round((cpu1 - cpu0) / wall),
+    cpuSeconds: round(cpu1 - cpu0),
+    ...stalls(m0, m1),
+    fullSyncs: (m1.get(FULL_COUNT) ?? 0) - (m0.get(FULL_COUNT) ?? 0),
+    foreignFlushRepairedMs: Math.round(repairMs),
+    foreignFlushTrafficMs: Math.round(trafficMs),
+    loadavgBefore: load0,
+    loadavgAfter: load1,
+  };
+}
