@@ -68,6 +68,9 @@ Deno.test("selection: localhost or a loopback CIDR turns the proxy on; all, 0/0 
   assert.deepEqual(loopbackSelection(["0.0.0.0/0", "::/0"]), { ipv4: false, ipv6: false });
   assert.deepEqual(loopbackSelection(["all"]), { ipv4: false, ipv6: false });
   assert.deepEqual(loopbackSelection([]), { ipv4: false, ipv6: false });
+  assert.deepEqual(loopbackSelection(["primary", "localhost"]), { ipv4: true, ipv6: true });
+  assert.deepEqual(loopbackSelection(["127.0.0.2/32"]), { ipv4: false, ipv6: false });
+  assert.deepEqual(loopbackSelection(["bogus"]), { ipv4: false, ipv6: false });
   const both = { ipv4: true, ipv6: true };
   assert.deepEqual(localhostFamilies(both, true, [4, 6]), [4, 6]);
   assert.deepEqual(localhostFamilies(both, true, [6]), [6]);

@@ -23,7 +23,10 @@ const topo = attachTopology("tests/e2e/localhost_nodeport_test.ts");
 const A = topo.podIPv4(0), B = topo.podIPv4(1);
 const A6 = topo.podIPv6(0), B6 = topo.podIPv6(1);
 /** nodePortAddresses with loopback: the node's primary IPs and both loopback addresses. */
-const WITH_LOOPBACK = "--nodeport-addresses=198.18.0.1/32,2001:db8::1/128,127.0.0.1/32,::1/128";
+const WITH_LOOPBACK = "--nodeport-addresses=primary,localhost";
+/** The same with CIDRs. */
+const WITH_LOOPBACK_CIDRS =
+  "--nodeport-addresses=198.18.0.1/32,2001:db8::1/128,127.0.0.1/32,::1/128";
 const WITHOUT_LOOPBACK = "--nodeport-addresses=198.18.0.1/32,2001:db8::1/128";
 const GATE_OFF = "--feature-gates=KubeProxyNFTablesLocalhostNodePorts=false";
 
@@ -214,7 +217,7 @@ Deno.test({
       });
 
       await t.step("gate off: no listener even with loopback selected", async () => {
-        await aut.restart([WITH_LOOPBACK, GATE_OFF]);
+        await aut.restart([WITH_LOOPBACK_CIDRS, GATE_OFF]);
         await aut.healthy();
         await reachesOnly("198.18.0.1", 30100, ["a", "b"]);
         await refused("127.0.0.1", 30100);
