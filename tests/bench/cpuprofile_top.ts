@@ -11,6 +11,9 @@
  * - `--without=RE`: drop samples with such a frame (e.g. "planFull|buildAll|readKernelView");
  * - `--inclusive`: rank by total (self plus callees) time instead.
  *
+ * A sample counts at most twice the median sampling interval: on a loaded machine a thread
+ * descheduled between two samples otherwise charges the whole wait to one frame.
+ *
  * @module
  */
 
@@ -59,10 +62,12 @@ export function topFrames(
   const end = (p.endTime - p.startTime) / 1000 - (opts.skipLast ?? 0) * 1000;
   const start = opts.last === undefined ? -Infinity : end - opts.last * 1000;
   const ms = new Map<string, number>();
+  const sorted = [...p.timeDeltas].sort((a, b) => a - b);
+  const cap = 2 * (sorted[sorted.length >> 1] ?? 0) / 1000;
   let t = 0, total = 0;
   for (let i = 0; i < p.samples.length; i++) {
     t += p.timeDeltas[i] / 1000;
-    const dt = (p.timeDeltas[i + 1] ?? 0) / 1000;
+    const dt = Math.min(cap, (p.timeDeltas[i + 1] ?? 0) / 1000);
     if (t < start || t > end) continue;
     const s = stack(p.samples[i]);
     const names = s.map((n) => n.callFrame.functionName);
