@@ -7,7 +7,7 @@
  * Flags: `--quick` (1k services only, for CI, < 3 min), `--soak` (the 5-minute
  * churn soak at 10k Services, alone), `--fuzz` (the long fuzzed-cluster-state run,
  * in memory and on the kernel, alone), `--only=a,b` with names from: agent,
- * sync, chunk, upstream, elements, conntrack, reconcile; `--sizes=30000x10,...`
+ * sync, chunk, upstream, elements, conntrack, reconcile, localhost; `--sizes=30000x10,...`
  * keeps only the jobs of those sizes; `--json=FILE` also writes every result
  * line to FILE. Every run's lines also go to `.bench/<UTC time>.jsonl`, which
  * `deno task plot` draws by default.
@@ -121,6 +121,8 @@ export function plan(quick: boolean, soak = false, fuzz = false): { jobs: Job[];
   const others: [string, string, string[]][] = [
     ["elements", "nft_elements_bench.ts", []],
     ["conntrack", "conntrack_bench.ts", quick ? ["20000"] : []],
+    // The localhost NodePort proxy: bulk, request/response and 5k connections (real kernel).
+    ["localhost", "localhost_bench.ts", []],
     [
       "reconcile",
       "conntrack_reconcile_bench.ts",
