@@ -26,6 +26,7 @@ export const STALL_BUCKETS: readonly number[] = [
 
 /** A running probe. */
 export interface StallProbe {
+  /** Stops the probe. */
   stop(): void;
 }
 

@@ -35,8 +35,11 @@ export const NODE_DELETED: NodeEvent = {
 
 /** Why the agent must exit: upstream's log line and fields, and the Event. */
 export interface NodeExit {
+  /** Upstream's log line. */
   message: string;
+  /** Its structured fields. */
   fields: Record<string, unknown>;
+  /** The Warning Event to post. */
   event: NodeEvent;
 }
 

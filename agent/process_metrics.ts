@@ -16,11 +16,17 @@ const TICKS = 100; // USER_HZ
 
 /** What /proc says about this process; undefined fields could not be read. */
 export interface ProcSample {
+  /** User plus system CPU time, seconds. */
   cpuSeconds?: number;
+  /** Resident set size, bytes. */
   residentBytes?: number;
+  /** Virtual memory size, bytes. */
   virtualBytes?: number;
+  /** Start time since the Unix epoch, seconds. */
   startTimeSeconds?: number;
+  /** Open file descriptors. */
   openFds?: number;
+  /** The soft limit on open file descriptors. */
   maxFds?: number;
 }
 

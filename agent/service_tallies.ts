@@ -13,6 +13,7 @@ const INTERNAL = 1, EXTERNAL = 2;
 
 /** One HealthCheckNodePort entry, with the port it is served on. */
 export interface HealthTally extends ServiceHealthEntry {
+  /** The HealthCheckNodePort it is served on. */
   port: number;
 }
 

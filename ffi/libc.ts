@@ -8,7 +8,8 @@
  */
 import { lazyLibrary } from "./libpath.ts";
 
-const SYMBOLS = {
+/** The libc symbols the agent binds. */
+export const SYMBOLS = {
   malloc_trim: { parameters: ["usize"], result: "i32" },
   mallopt: { parameters: ["i32", "i32"], result: "i32" },
   open: { parameters: ["buffer", "i32"], result: "i32" },

@@ -16,6 +16,7 @@ const O_CLOEXEC = 0o2000000;
 
 /** A failed libc call, with Deno-style `code` (EROFS, EACCES, ...). */
 export class LibcFileError extends Error {
+  /** A failed call: what was done, on which path, and the errno. */
   constructor(
     readonly code: string,
     readonly errno: number,

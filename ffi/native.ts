@@ -11,6 +11,7 @@
 
 /** Raised instead of loading a library while native loading is refused. */
 export class NativeRefusedError extends Error {
+  /** `library` was to be opened while KNP_REFUSE_NATIVE=1. */
   constructor(readonly library: string) {
     super(
       `loading ${library} is refused (KNP_REFUSE_NATIVE=1: unit tests run without native ` +

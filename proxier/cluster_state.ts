@@ -86,6 +86,7 @@ export interface ClusterStateOptions {
   bindAddress?: string[];
   /** Program Services' externalIPs (feature gate AllowServiceExternalIPs; default true). */
   externalIPs?: boolean;
+  /** Logger (default: the console). */
   log?: LogFn;
   /** Trigger times before this (ms since epoch) are not reported; defaults to construction time. */
   startTime?: number;
@@ -122,7 +123,10 @@ export class ClusterState {
   #cidrsDirty = true;
   #cidrs: Record<IpFamily, string[]> = { 4: [], 6: [] };
 
-  /** @throws Error when `bindAddress` holds an invalid value. */
+  /**
+   * An empty cluster state for this node.
+   * @throws Error when `bindAddress` holds an invalid value.
+   */
   constructor(opts: ClusterStateOptions) {
     if (typeof opts.nodeName !== "string" || opts.nodeName === "") {
       throw new Error("ClusterState: nodeName must be this node's name (non-empty)");

@@ -10,25 +10,37 @@
 
 /** Object metadata fields we read. */
 export interface ObjectMeta {
+  /** metadata.name. */
   name?: string;
+  /** metadata.namespace. */
   namespace?: string;
+  /** metadata.labels. */
   labels?: Record<string, string> | null;
+  /** metadata.annotations. */
   annotations?: Record<string, string> | null;
+  /** metadata.resourceVersion. */
   resourceVersion?: string;
 }
 
 /** core/v1 ServicePort. */
 export interface V1ServicePort {
+  /** The port's name. */
   name?: string | null;
+  /** TCP (default), UDP or SCTP. */
   protocol?: string | null;
+  /** The Service port. */
   port?: number | null;
+  /** The NodePort, when allocated. */
   nodePort?: number | null;
+  /** The endpoints' port or its name (read from the slices instead). */
   targetPort?: number | string | null;
 }
 
 /** core/v1 Service. */
 export interface V1Service {
+  /** Object metadata. */
   metadata?: ObjectMeta;
+  /** The fields of spec the proxy reads. */
   spec?: {
     type?: string | null;
     clusterIP?: string | null;
@@ -43,6 +55,7 @@ export interface V1Service {
     healthCheckNodePort?: number | null;
     ipFamilies?: string[] | null;
   } | null;
+  /** The LoadBalancer ingress. */
   status?: {
     loadBalancer?: {
       ingress?: { ip?: string | null; hostname?: string | null; ipMode?: string | null }[] | null;
@@ -52,19 +65,27 @@ export interface V1Service {
 
 /** discovery.k8s.io/v1 EndpointPort. */
 export interface EndpointPort {
+  /** The port's name (matches the Service port's). */
   name?: string | null;
+  /** TCP (default), UDP or SCTP. */
   protocol?: string | null;
+  /** The endpoints' port. */
   port?: number | null;
+  /** The application protocol (not used for rules). */
   appProtocol?: string | null;
 }
 
 /** discovery.k8s.io/v1 Endpoint. */
 export interface Endpoint {
+  /** The endpoint's addresses (the first is used). */
   addresses?: string[] | null;
+  /** ready, serving, terminating. */
   conditions?:
     | { ready?: boolean | null; serving?: boolean | null; terminating?: boolean | null }
     | null;
+  /** The node it runs on. */
   nodeName?: string | null;
+  /** The zone it runs in. */
   zone?: string | null;
   /** The object behind the endpoint (a Pod): tells one endpoint moved between slices from two. */
   targetRef?: {
@@ -73,6 +94,7 @@ export interface Endpoint {
     name?: string | null;
     uid?: string | null;
   } | null;
+  /** Topology hints: the zones and nodes that should use it. */
   hints?: {
     forZones?: { name?: string | null }[] | null;
     forNodes?: { name?: string | null }[] | null;
@@ -81,22 +103,31 @@ export interface Endpoint {
 
 /** discovery.k8s.io/v1 EndpointSlice. */
 export interface EndpointSlice {
+  /** Object metadata (the service-name label). */
   metadata?: ObjectMeta;
+  /** IPv4, IPv6 or FQDN (ignored). */
   addressType?: string | null;
+  /** The endpoints. */
   endpoints?: Endpoint[] | null;
+  /** The ports every endpoint serves. */
   ports?: EndpointPort[] | null;
 }
 
 /** core/v1 Node. */
 export interface V1Node {
+  /** Object metadata (the topology labels). */
   metadata?: ObjectMeta;
+  /** The pod CIDRs. */
   spec?: { podCIDR?: string | null; podCIDRs?: string[] | null } | null;
+  /** The node's addresses (InternalIP, ExternalIP). */
   status?: { addresses?: { type?: string | null; address?: string | null }[] | null } | null;
 }
 
 /** networking.k8s.io/v1 ServiceCIDR. */
 export interface ServiceCIDR {
+  /** Object metadata. */
   metadata?: ObjectMeta;
+  /** The CIDRs of the range. */
   spec?: { cidrs?: string[] | null } | null;
 }
 

@@ -15,13 +15,19 @@ export type Protocol = "TCP" | "UDP" | "SCTP";
 export interface ServicePortInfo {
   /** `namespace/name:portName` (portName may be empty), as upstream's ServicePortName. */
   id: string;
+  /** The Service's namespace. */
   namespace: string;
+  /** The Service's name. */
   name: string;
+  /** The port's name (may be empty). */
   portName: string;
+  /** TCP, UDP or SCTP. */
   protocol: Protocol;
+  /** The IP family of this entry. */
   family: IpFamily;
   /** The family's ClusterIP. */
   clusterIP: string;
+  /** The Service port. */
   port: number;
   /** 0 when none. */
   nodePort: number;
@@ -43,26 +49,37 @@ export interface ServicePortInfo {
 
 /** One endpoint of one Service port (already merged across EndpointSlices). */
 export interface EndpointInfo {
+  /** The endpoint's address (canonical). */
   ip: string;
+  /** The endpoint's port. */
   port: number;
+  /** conditions.ready. */
   ready: boolean;
+  /** conditions.serving. */
   serving: boolean;
+  /** conditions.terminating. */
   terminating: boolean;
   /** The endpoint runs on this node. */
   isLocal: boolean;
+  /** The node it runs on. */
   nodeName?: string;
+  /** The zone it runs in. */
   zone?: string;
   /** Topology hints: zones (`hints.forZones`) and nodes (`hints.forNodes`). */
   zoneHints?: string[];
+  /** Topology hints: nodes (`hints.forNodes`). */
   nodeHints?: string[];
 }
 
 /** This node, as far as the proxier cares. */
 export interface NodeInfo {
+  /** The node's name. */
   name: string;
+  /** The node's labels (the topology zone). */
   labels: Record<string, string>;
   /** The node's primary IPs (InternalIP, else ExternalIP), any family. */
   ips: string[];
+  /** The node's pod CIDRs. */
   podCIDRs: string[];
 }
 
@@ -76,9 +93,11 @@ export type LocalDetector =
 
 /** Proxier settings that shape the rules. */
 export interface ProxierConfig {
+  /** Masquerade all Service traffic (--masquerade-all). */
   masqueradeAll: boolean;
   /** Bit of the packet mark used to flag masquerade (0-31, default 14). */
   masqueradeBit: number;
+  /** How pod traffic is recognised. */
   localDetector: LocalDetector;
   /** CIDRs and the keywords "primary", "localhost", "all" (net/nodeport_addresses.ts); [] = primary. */
   nodePortAddresses: string[];
@@ -88,11 +107,13 @@ export interface ProxierConfig {
 
 /** The complete input for building one family's ruleset. */
 export interface ProxyState {
+  /** The family of the ruleset. */
   family: IpFamily;
   /** By ServicePortInfo.id. */
   services: ReadonlyMap<string, ServicePortInfo>;
   /** By ServicePortInfo.id. Missing means no endpoints. */
   endpoints: ReadonlyMap<string, readonly EndpointInfo[]>;
+  /** This node. */
   node: NodeInfo;
   /** ServiceCIDRs of this family. */
   serviceCIDRs: string[];

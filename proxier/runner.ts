@@ -41,6 +41,7 @@ export class BoundedFrequencyRunner {
   private current: Promise<void> = Promise.resolve();
 
   /**
+   * A runner of `fn`, idle until the first {@link run}.
    * @param fn the work; a rejected promise counts as a failure.
    * @param opts intervals; minInterval 0 means no rate limit.
    */
@@ -101,6 +102,7 @@ export class BoundedFrequencyRunner {
     return this.failures;
   }
 
+  /** Adds the tokens earned since the last refill (one per minInterval, up to the burst). */
   private refill(): void {
     if (this.minInterval === 0) {
       this.tokens = this.burst;
@@ -112,12 +114,14 @@ export class BoundedFrequencyRunner {
     this.lastRefill = now;
   }
 
+  /** Milliseconds until a token is free (0 when one is). */
   private waitForToken(): number {
     this.refill();
     if (this.tokens >= 1) return 0;
     return Math.ceil((1 - this.tokens) * this.minInterval);
   }
 
+  /** Arms the timer to tick in `ms`, unless it is set to fire sooner already. */
   private schedule(ms: number): void {
     if (this.stopped) return;
     const at = Date.now() + ms;
@@ -131,6 +135,7 @@ export class BoundedFrequencyRunner {
     }, ms);
   }
 
+  /** The timer fired: run now if a token is free, else wait for one. */
   private tick(): void {
     if (this.stopped || this.running) return;
     // A timer firing with nothing pending is the periodic (maxInterval) run.
@@ -146,6 +151,7 @@ export class BoundedFrequencyRunner {
     this.current = this.execute();
   }
 
+  /** Runs `fn` once; then schedules the retry (backoff), the pending run, or the periodic one. */
   private async execute(): Promise<void> {
     let failed = false;
     try {

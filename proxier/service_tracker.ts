@@ -330,7 +330,9 @@ function samePorts(a: readonly ServicePortInfo[], b: readonly ServicePortInfo[])
 
 /** One Service's net change since the last checkout. */
 export interface ServiceChange {
+  /** Its ports as last checked out. */
   previous: readonly ServicePortInfo[];
+  /** Its ports now ([] when deleted). */
   current: readonly ServicePortInfo[];
 }
 
@@ -342,6 +344,7 @@ export class ServiceTracker {
   #opts: ServiceParseOptions;
 
   /**
+   * A tracker with no Services yet.
    * @param log where validation problems are reported.
    * @param opts how Services are read (feature gates).
    */

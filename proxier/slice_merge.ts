@@ -15,6 +15,7 @@ import { newerWins, NO_TARGET } from "./endpoint_dedup.ts";
 export interface SlicePort {
   /** portKey() of the Service port this slice port serves (endpoints_tracker.ts). */
   key: string;
+  /** The endpoints' port. */
   port: number;
   /** Sorted by address; an address appears once. Shared with the merged lists: do not mutate. */
   endpoints: EndpointInfo[];
@@ -26,7 +27,9 @@ export interface ParsedSlice {
   service: string;
   /** Slice name. */
   name: string;
+  /** The slice's address family. */
   family: IpFamily;
+  /** Its valid ports, each with its endpoints. */
   ports: SlicePort[];
   /**
    * The {@link targetId} of each endpoint, in the order of every port's `endpoints`; omitted
@@ -51,6 +54,7 @@ export function compareKeys(a: number | string, b: number | string): number {
 
 /** A slice as the tracker keeps it. */
 export interface StoredSlice {
+  /** The parsed slice. */
   slice: ParsedSlice;
   /** Update sequence: higher is fresher. */
   seq: number;

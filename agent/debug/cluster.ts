@@ -22,7 +22,8 @@ import { startProxyInformers } from "../kube/informers.ts";
 import { loadKubeConfig } from "../kube/kubeconfig.ts";
 
 /** A Kubernetes object as JSON. */
-type Obj = { kind?: string; metadata?: { name?: string }; items?: Obj[] };
+/** A Kubernetes object or list as read from a file: only what the reader looks at. */
+export type Obj = { kind?: string; metadata?: { name?: string }; items?: Obj[] };
 
 /** The API objects in a file: YAML documents (`---`), a JSON object, or a List of them. */
 export function readObjects(path: string): Obj[] {
@@ -97,15 +98,21 @@ export async function recordFromAPI(
 
 /** One family's programmed table and the node as the proxier saw it. */
 export interface DryRunTable {
+  /** The table's IP family. */
   family: IpFamily;
+  /** The programmed table, as the in-memory nftables holds it. */
   table: TableState;
+  /** The node as the proxier saw it. */
   node: NodeInfo;
 }
 
 /** Where a dry run's cluster comes from: a file of objects, else the API server. */
 export interface DryRunSource {
+  /** A file of Kubernetes objects (YAML or JSON) to build the cluster from. */
   objects?: string;
+  /** A kubeconfig to read the cluster from the API server. */
   kubeconfig?: string;
+  /** The API server's address, overriding the kubeconfig's. */
   master?: string;
 }
 

@@ -202,7 +202,7 @@ export const FLAGS: readonly FlagSpec[] = [
     convert: positiveDuration,
     ours: true,
     help:
-      "Longest interval between full syncs, which compare the whole ruleset with the kernel (ours; an idle --sync-period tick does one too).",
+      "Longest interval between full syncs, which compare the whole ruleset with the kernel (ours; notifications cover the rest).",
   },
   {
     name: "conntrack-reconciler-period",

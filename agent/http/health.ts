@@ -30,7 +30,9 @@ const ZERO_TIME = "0001-01-01T00:00:00Z";
 
 /** The subset of a core/v1 Node the health check reads. */
 export interface HealthNode {
+  /** Set while the Node is being deleted. */
   metadata?: { deletionTimestamp?: string | Date | null } | null;
+  /** Its taints (ToBeDeletedByClusterAutoscaler makes it ineligible). */
   spec?: { taints?: Array<{ key?: string | null } | null> | null } | null;
 }
 
@@ -44,11 +46,15 @@ export interface ProxierHealth {
 
 /** JSON body of /healthz and /livez (upstream shape, plus `watchesDown` when non-empty). */
 export interface ProxyHealth {
+  /** The oldest family's last committed sync (ISO time). */
   lastUpdated: string;
+  /** When this answer was made (ISO time). */
   currentTime: string;
   /** Only on /healthz. */
   nodeEligible?: boolean;
+  /** False when a family's queued update is older than the timeout. */
   healthy: boolean;
+  /** Each family's health. */
   status?: Partial<Record<IpFamilyLabel, ProxierHealth>>;
   /** Our extension: resources whose watch has been down longer than the health timeout. */
   watchesDown?: string[];

@@ -30,9 +30,13 @@ function listenAddresses(
 
 /** The HTTP servers and what they report on, up before the Node is fetched (upstream's order). */
 export interface Servers {
+  /** The metrics /metrics serves. */
   metrics: ProxyMetrics;
+  /** The state /healthz and /livez report. */
   health: ProxierHealthServer;
+  /** The API server connection. */
   api: ApiFetch;
+  /** Stops every server. */
   close(): Promise<void>;
 }
 

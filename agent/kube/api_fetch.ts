@@ -19,6 +19,7 @@ export type Query = Record<string, string | number | boolean | undefined>;
 
 /** An HTTP error status from the API server. */
 export class ApiStatusError extends Error {
+  /** An API answer with its HTTP status, message and Status reason. */
   constructor(readonly statusCode: number, message: string, readonly reason?: string) {
     super(message);
     this.name = "ApiStatusError";
@@ -30,6 +31,7 @@ export class ApiFetch {
   /** The credentials requests go out with. */
   readonly credentials: KubeCredentials;
 
+  /** A connection with these credentials. */
   constructor(credentials: KubeCredentials) {
     this.credentials = credentials;
   }

@@ -54,6 +54,7 @@ export class ApiProbe {
   #down = false;
   #stopped = false;
 
+  /** Probes with `check` every `intervalMs` (each try times out after `timeoutMs`); runs `recovered` when the server answers again after failing. */
   constructor(
     private readonly check: () => Promise<void>,
     private readonly recovered: (reason: string) => void,

@@ -104,9 +104,13 @@ export function watch(
 
 /** Selectors and version of a typed list. */
 export interface TypedListQuery {
+  /** Label selector of the list. */
   labelSelector?: string;
+  /** Field selector of the list. */
   fieldSelector?: string;
+  /** The resourceVersion to list at ("0": the watch cache). */
   resourceVersion?: string;
+  /** How resourceVersion is matched (NotOlderThan, Exact). */
   resourceVersionMatch?: string;
 }
 

@@ -16,8 +16,10 @@
  */
 import { ApiFetch } from "./api_fetch.ts";
 
-type Callback = (phase: string, apiObj: unknown, watchObj?: unknown) => void;
-type Done = (err: unknown) => void;
+/** Receives each watch event: its phase, the object, and the raw event. */
+export type Callback = (phase: string, apiObj: unknown, watchObj?: unknown) => void;
+/** Called once when the watch ends, with why. */
+export type Done = (err: unknown) => void;
 
 /** One watch request at a time, as client-node's Watch (ListWatch-compatible contract). */
 export class NativeWatch {

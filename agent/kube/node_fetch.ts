@@ -17,9 +17,13 @@ import type { V1Node } from "../../proxier/k8s_types.ts";
 
 /** Upstream's `wait.Backoff` for the Node: Steps 6, Duration 1 s, Factor 2, Jitter 0.2. */
 export interface NodeBackoff {
+  /** How many GETs at most. */
   steps: number;
+  /** The first wait, milliseconds. */
   initialMs: number;
+  /** What each wait is multiplied by. */
   factor: number;
+  /** Up to this fraction of a wait is added at random. */
   jitter: number;
 }
 
@@ -28,11 +32,15 @@ export const NODE_BACKOFF: NodeBackoff = { steps: 6, initialMs: 1000, factor: 2,
 
 /** Options of {@link fetchNode}. */
 export interface FetchNodeOptions {
+  /** The API server connection. */
   api: ApiFetch;
+  /** This node's name. */
   nodeName: string;
+  /** Logger. */
   log: Logger;
   /** Aborts the wait (SIGTERM during start-up). */
   signal?: AbortSignal;
+  /** The backoff (default {@link NODE_BACKOFF}; tests shorten it). */
   backoff?: NodeBackoff;
 }
 

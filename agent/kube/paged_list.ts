@@ -9,19 +9,26 @@
  */
 import { ApiFetch, ApiStatusError } from "./api_fetch.ts";
 
-type Json = Record<string, unknown>;
+/** An API object as plain JSON. */
+export type Json = Record<string, unknown>;
 
 /** Selectors and version of a list. */
 export interface ListQuery {
+  /** Label selector of the list. */
   labelSelector?: string;
+  /** Field selector of the list. */
   fieldSelector?: string;
+  /** The resourceVersion to list at ("0": the watch cache). */
   resourceVersion?: string;
+  /** How resourceVersion is matched (NotOlderThan, Exact). */
   resourceVersionMatch?: string;
 }
 
 /** A list result in the shape client-node's ListWatch expects. */
 export interface ListResult {
+  /** The list's resourceVersion, to watch from. */
   metadata: { resourceVersion?: string };
+  /** Every object of every page, slimmed. */
   items: Json[];
 }
 

@@ -22,7 +22,10 @@ export const WENT_BACK =
 export class VersionTrail {
   #last = 0;
 
-  /** @param report called with what went back (the agent follows the server: it is the truth). */
+  /**
+   * A trail that has seen nothing yet.
+   * @param report called with what went back (the agent follows the server: it is the truth).
+   */
   constructor(readonly report: (fields: Record<string, unknown>) => void) {}
 
   /**

@@ -30,7 +30,9 @@ export const REST_CLIENT_BUCKETS: readonly number[] = [
 
 /** The two families, on a registry. */
 export interface RestClientMetrics {
+  /** rest_client_requests_total by code, method and host. */
   requests: Counter<"code" | "method" | "host">;
+  /** rest_client_request_duration_seconds by verb and host. */
   duration: Histogram<"verb" | "host">;
 }
 

@@ -16,7 +16,8 @@ import {
 /** The annotation feeding the network programming latency metric. */
 const TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time";
 
-type Json = Record<string, unknown>;
+/** An API object as plain JSON. */
+export type Json = Record<string, unknown>;
 
 const isObj = (v: unknown): v is Json => v !== null && typeof v === "object" && !Array.isArray(v);
 

@@ -151,6 +151,7 @@ export class FfiConntrackClient implements ConntrackClient {
     }
   }
 
+  /** Throws once the client is closed. */
   private assertOpen(): void {
     if (this.closed) throw new Error("conntrack client is closed");
   }

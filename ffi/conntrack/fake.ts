@@ -132,6 +132,7 @@ export class FakeConntrack implements ConntrackClient {
     this.closed = true;
   }
 
+  /** Throws once the client is closed. */
   private assertOpen(): void {
     if (this.closed) throw new Error("fake conntrack: client used after close()");
   }

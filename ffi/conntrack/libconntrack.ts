@@ -54,7 +54,8 @@ export const AF_INET6 = 10;
 /** Netlink bus of nfnetlink, for `mnl_socket_open`. */
 export const NETLINK_NETFILTER = 12;
 
-const NFCT_SYMBOLS = {
+/** The libnetfilter_conntrack symbols the client binds. */
+export const NFCT_SYMBOLS = {
   nfct_open: { parameters: ["u8", "u32"], result: "pointer" },
   nfct_close: { parameters: ["pointer"], result: "i32" },
   nfct_callback_register: {
@@ -79,8 +80,11 @@ const NFCT_SYMBOLS = {
 
 /** The three opened libraries. */
 export interface ConntrackLibs {
+  /** libnetfilter_conntrack. */
   nfct: Deno.DynamicLibrary<typeof NFCT_SYMBOLS>["symbols"];
+  /** libmnl (the delete socket). */
   mnl: Mnl;
+  /** libc (errno). */
   libc: Libc;
 }
 

@@ -9,7 +9,9 @@ import type { IpFamily } from "../../net/family.ts";
 
 /** IP protocol numbers we care about. */
 export const PROTO_TCP = 6;
+/** UDP. */
 export const PROTO_UDP = 17;
+/** SCTP. */
 export const PROTO_SCTP = 132;
 
 /**
@@ -18,18 +20,31 @@ export const PROTO_SCTP = 132;
  * `id` is the kernel's CTA_ID, used to make deletes exact.
  */
 export interface ConntrackEntry {
+  /** 4 or 6. */
   family: IpFamily;
+  /** IP protocol number (6 TCP, 17 UDP, 132 SCTP). */
   proto: number;
+  /** Original direction: source address. */
   origSrc: string;
+  /** Original direction: destination address (a Service IP before DNAT). */
   origDst: string;
+  /** Original direction: source port. */
   origSport: number;
+  /** Original direction: destination port. */
   origDport: number;
+  /** Reply direction: source address (the endpoint after DNAT). */
   replySrc: string;
+  /** Reply direction: destination address. */
   replyDst: string;
+  /** Reply direction: source port. */
   replySport: number;
+  /** Reply direction: destination port. */
   replyDport: number;
+  /** The connection mark. */
   mark: number;
+  /** The conntrack zone. */
   zone: number;
+  /** The kernel's CTA_ID (0 = unknown). */
   id: number;
 }
 
@@ -62,6 +77,7 @@ export interface DumpResult {
 
 /** What a delete did. */
 export interface DeleteResult {
+  /** How many entries were deleted. */
   deleted: number;
   /** Entries the kernel refused, with its reason (ENOENT: already gone). */
   failed: { entry: ConntrackEntry; error: string }[];
@@ -83,6 +99,7 @@ export interface ConntrackClient {
 
 /** A native library could not be loaded. The message names the package to install. */
 export class LibraryNotFoundError extends Error {
+  /** `library` could not be opened; `packages` name what provides it. */
   constructor(readonly library: string, readonly packages: string, cause?: unknown) {
     super(
       `cannot load ${library}: install it (${packages}) or point KUBE_NFT_PROXY_LIB_DIR at the directory holding it` +

@@ -20,6 +20,7 @@ import type {
 
 /** Prints each transaction as an nft script to `write`. */
 export class DryRunNftables implements NftablesClient {
+  /** A client of `family`/`table` that prints each transaction through `write` and applies none. */
   constructor(
     readonly family: Family,
     readonly table: string,

@@ -45,7 +45,9 @@ export function parseErrorText(text: string): ErrorRecord[] {
 
 /** A script line and the transaction ops [start, end) it renders. */
 export interface LineSpan {
+  /** First op index. */
   start: number;
+  /** One past the last op index. */
   end: number;
 }
 

@@ -92,6 +92,7 @@ export class NftContext {
   #ptr: Deno.PointerObject | null;
   #inflight: Uint8Array | null = null;
 
+  /** A new libnftables context with `flags` (NFT_CTX_*) on `lib`. */
   constructor(private readonly lib: NftLib = loadLibnftables(), flags = 0) {
     const p = lib.symbols.nft_ctx_new(0);
     if (p === null) throw new Error("nft_ctx_new failed (out of memory?)");
@@ -104,6 +105,7 @@ export class NftContext {
     lib.symbols.nft_ctx_output_set_flags(p, flags);
   }
 
+  /** The context, or an error once closed. */
   private get ptr(): Deno.PointerObject {
     if (this.#ptr === null) throw new Error("nftables context is closed");
     return this.#ptr;
@@ -172,6 +174,7 @@ export class NftContext {
     }
   }
 
+  /** This call's output and error text, with its return code. */
   private collect(ptr: Deno.PointerObject, rc: number): RunResult {
     // get_*_buffer rewinds the stream, so each read returns only this call's text.
     const output = readBuffer(this.lib.symbols.nft_ctx_get_output_buffer(ptr));

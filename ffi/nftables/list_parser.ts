@@ -33,6 +33,7 @@ import {
 
 /** Raised when the listing does not have the expected shape. */
 export class ListParseError extends Error {
+  /** A parse failure, at `line` (0-based) when known. */
   constructor(message: string, readonly line?: number) {
     super(line === undefined ? message : `${message} (listing line ${line + 1})`);
     this.name = "ListParseError";

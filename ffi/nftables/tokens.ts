@@ -13,9 +13,11 @@ export interface NftToken {
   raw: string;
   /** The text: a quoted string's value, unescaped; otherwise `raw`. */
   text: string;
+  /** True for a quoted string. */
   quoted: boolean;
   /** Offsets of `raw` in the text: [start, end). */
   start: number;
+  /** One past the token's last character. */
   end: number;
 }
 

@@ -24,27 +24,39 @@ export type ChainType = "filter" | "nat" | "route";
 
 /** A table. The family and name come from the client. */
 export interface Table {
+  /** Discriminant. */
   kind: "table";
+  /** The table's comment. */
   comment?: string;
 }
 
 /** A chain; a base chain when `type`, `hook` and `priority` are set. */
 export interface Chain {
+  /** Discriminant. */
   kind: "chain";
+  /** The chain's name. */
   name: string;
+  /** Base chain type. */
   type?: ChainType;
+  /** Base chain hook. */
   hook?: Hook;
   /** Numeric priority, e.g. -100 for dstnat in ip/ip6. */
   priority?: number;
+  /** Base chain policy (default accept). */
   policy?: "accept" | "drop";
+  /** The chain's comment. */
   comment?: string;
 }
 
 /** A rule: `rule` is an nft syntax rule body, e.g. `ip daddr 1.2.3.4 drop`. */
 export interface Rule {
+  /** Discriminant. */
   kind: "rule";
+  /** The chain it is in. */
   chain: string;
+  /** The rule body, nft syntax. */
   rule: string;
+  /** The rule's comment. */
   comment?: string;
   /** Kernel handle: required for replace/delete, filled in by list. */
   handle?: number;
@@ -60,12 +72,17 @@ export type SetFlag = "constant" | "interval" | "timeout" | "dynamic";
  * or `typeof ` and a key expression, e.g. `typeof ip daddr . th dport`.
  */
 export interface Set {
+  /** Discriminant. */
   kind: "set";
+  /** The set's name. */
   name: string;
+  /** Key type, or `typeof ` and a key expression. */
   type: string;
+  /** Set flags. */
   flags?: SetFlag[];
   /** Default element timeout, seconds. */
   timeout?: number;
+  /** The set's comment. */
   comment?: string;
 }
 
@@ -75,12 +92,19 @@ export interface Set {
  * an expression too (`ip daddr . th dport`).
  */
 export interface Map {
+  /** Discriminant. */
   kind: "map";
+  /** The map's name. */
   name: string;
+  /** Key type, or `typeof ` and a key expression. */
   type: string;
+  /** Value type (or expression, with a `typeof ` key). */
   dataType: string;
+  /** Map flags. */
   flags?: SetFlag[];
+  /** Default element timeout, seconds. */
   timeout?: number;
+  /** The map's comment. */
   comment?: string;
 }
 
@@ -90,11 +114,17 @@ export interface Map {
  * `["goto service-X"]` or `["10.0.0.1", "80"]`.
  */
 export interface Element {
+  /** Discriminant. */
   kind: "element";
+  /** The set it belongs to (or `map`). */
   set?: string;
+  /** The map it belongs to (or `set`). */
   map?: string;
+  /** The key's parts. */
   key: string[];
+  /** A map element's value parts. */
   value?: string[];
+  /** The element's comment. */
   comment?: string;
 }
 
@@ -103,7 +133,9 @@ export interface Element {
  * `counter name "NAME"`; its values are read with {@link NftablesClient.counterPackets}.
  */
 export interface Counter {
+  /** Discriminant. */
   kind: "counter";
+  /** The counter's name. */
   name: string;
 }
 
@@ -115,12 +147,15 @@ export type Verb = "add" | "create" | "insert" | "replace" | "flush" | "delete";
 
 /** One queued operation. */
 export interface Operation {
+  /** What to do. */
   verb: Verb;
+  /** To what. */
   obj: NftObject;
 }
 
 /** An ordered batch of operations on one table, applied atomically. */
 export class Transaction {
+  /** The queued operations, in order. */
   readonly ops: Operation[] = [];
 
   /** Adds an object, leaving it alone if it exists. */
@@ -153,6 +188,7 @@ export class Transaction {
     return this.ops.length;
   }
 
+  /** Queues one operation. */
   private push(verb: Verb, obj: NftObject): this {
     this.ops.push({ verb, obj });
     return this;
@@ -164,17 +200,25 @@ export class Transaction {
  * maps are keyed by name; rules are in chain order.
  */
 export interface TableState {
+  /** The table's family. */
   family: Family;
+  /** The table's name. */
   name: string;
+  /** The table's comment. */
   comment?: string;
+  /** Chains with their rules, by name. */
   chains: globalThis.Map<string, { chain: Chain; rules: Rule[] }>;
+  /** Sets with their elements, by name. */
   sets: globalThis.Map<string, { set: Set; elements: Element[] }>;
+  /** Maps with their elements, by name. */
   maps: globalThis.Map<string, { map: Map; elements: Element[] }>;
 }
 
 /** A client bound to one table (`family` + `table`), like knftables.Interface. */
 export interface NftablesClient {
+  /** The table's family. */
   readonly family: Family;
+  /** The table's name. */
   readonly table: string;
   /** Applies the transaction as one atomic kernel transaction. Throws {@link NftablesError}. */
   run(tx: Transaction): Promise<void>;
@@ -224,6 +268,7 @@ export class NftablesError extends Error {
   readonly errno: number | undefined;
 
   /**
+   * A refused transaction, with what the kernel refused where it is known.
    * @param message the error text (libnftables', or ours naming the object).
    * @param failedOperation index into the transaction's ops of the command that failed, when found.
    * @param failedCommand the nft syntax of that command, when found.

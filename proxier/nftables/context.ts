@@ -22,6 +22,7 @@ import { type IpFamily, nftFamily } from "../../net/family.ts";
  * changes (see {@link contextKey}) every service port must be rebuilt.
  */
 export interface BuildContext {
+  /** The table's IP family. */
   family: IpFamily;
   /** nft table family and address selector prefix: `ip` or `ip6`. */
   ip: "ip" | "ip6";
@@ -33,9 +34,11 @@ export interface BuildContext {
   nodeIPs: string[];
   /** Addresses that accept NodePort traffic, or "all" for every local address. */
   nodePortIPs: string[] | "all";
+  /** ServiceCIDRs of this family (unallocated ClusterIPs are dropped). */
   serviceCIDRs: string[];
   /** The masquerade mark, formatted as nft prints it (`0x00004000`). */
   masqMark: string;
+  /** Masquerade all traffic to Service IPs (--masquerade-all). */
   masqueradeAll: boolean;
   /** Alternative matches that each mean "from a pod on this node"; [] when undetectable. */
   localMatches: string[];

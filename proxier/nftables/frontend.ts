@@ -134,7 +134,9 @@ function mapElement(map: string, key: string[], value?: string, comment?: string
 
 /** The comments on a frontend's verdict elements before and after a change. */
 export interface Comments {
+  /** The comment as written before, if the frontend existed. */
   old?: string;
+  /** The comment to write now. */
   next: string;
 }
 

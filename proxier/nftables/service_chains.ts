@@ -51,12 +51,17 @@ function selectionRules(
 
 /** What the chains of one service port need to know about its endpoints. */
 export interface ChainInputs {
+  /** The chain names of this service port. */
   names: ServiceChainNames;
+  /** Endpoints for cluster-wide traffic. */
   clusterEndpoints: readonly EndpointInfo[];
+  /** Endpoints on this node (traffic policy Local). */
   localEndpoints: readonly EndpointInfo[];
+  /** Every endpoint some traffic may reach (affinity sets). */
   reachable: readonly EndpointInfo[];
   /** Build service-X / local-X. */
   clusterChain: boolean;
+  /** Build local-X. */
   localChain: boolean;
   /** Build external-X. */
   externalChain: boolean;

@@ -41,6 +41,7 @@ export type Dispatch =
 export interface FrontendSpec {
   /** `addr . proto . port`, or `proto . nodePort` for NodePorts (nft element key syntax). */
   key: string;
+  /** True for a NodePort frontend. */
   nodePort: boolean;
   /** The verdict element in service-ips / service-nodeports, if any. */
   dispatch?: Dispatch;
@@ -52,9 +53,11 @@ export interface FrontendSpec {
 
 /** Everything one service port contributes to the table. */
 export interface ServiceRules {
+  /** The service port id (`ns/name:port`). */
   id: string;
   /** The element comment (the port id, shortened to what nft accepts). */
   comment: string;
+  /** Its destinations, one per distinct key. */
   frontends: FrontendSpec[];
   /** For `cluster-ips`. */
   clusterIP: string;

@@ -12,7 +12,9 @@ import { localhostChain, localhostJump } from "./localhost.ts";
 
 /** A chain with its complete rule list (nft syntax bodies). */
 export interface ChainSpec {
+  /** The chain. */
   chain: Chain;
+  /** Its rules, in order. */
   rules: string[];
   /** Named counters the rules update; created (if missing) before the rules are written. */
   counters?: string[];
@@ -20,7 +22,9 @@ export interface ChainSpec {
 
 /** The skeleton of one family's table. */
 export interface Skeleton {
+  /** The fixed chains with their rules. */
   chains: ChainSpec[];
+  /** The fixed sets and maps. */
   sets: (NftSet | NftMap)[];
   /** `nodeport-ips` elements (the node addresses that accept NodePort traffic). */
   nodePortIPs: string[];

@@ -16,9 +16,13 @@ import { type Delta, newDelta, type WrittenState } from "./written_state.ts";
 
 /** A stale-object deletion: its transaction and the delta to commit when it succeeds. */
 export interface StalePlan {
+  /** The deletions. */
   tx: Transaction;
+  /** What to commit to the written state once the deletion succeeded. */
   delta: Delta;
+  /** Chains it deletes. */
   chains: string[];
+  /** Sets it deletes. */
   sets: string[];
 }
 
@@ -57,13 +61,17 @@ export function planStaleDeletion(
 
 /** One object of a stale deletion, in a transaction of its own. */
 export interface StaleStep {
+  /** What is deleted. */
   kind: "chain" | "set";
+  /** Its name. */
   name: string;
+  /** The deletion alone. */
   tx: Transaction;
 }
 
 /** A {@link StaleStep} tried on its own; `inUse` when the kernel refused for another reason than "not found". */
 export interface StaleTry extends StaleStep {
+  /** The kernel refused it for another reason than "not found" (another program uses it). */
   inUse: boolean;
 }
 

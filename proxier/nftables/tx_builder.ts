@@ -25,7 +25,9 @@ import { TABLE_COMMENT } from "./names.ts";
 
 /** Receives element operations in the order they must run (frontend.ts `diffFrontend`). */
 export interface ElementSink {
+  /** An element delete. */
   del(e: Element): void;
+  /** An element add. */
   add(e: Element): void;
 }
 
@@ -33,8 +35,11 @@ export interface ElementSink {
 export class Unit implements ElementSink {
   /** Set and chain adds, flushes and re-creations. */
   readonly decls: Operation[] = [];
+  /** Rule adds (after the chains they go in). */
   readonly rules: Operation[] = [];
+  /** Element deletes. */
   readonly dels: Operation[] = [];
+  /** Element adds (after the deletes). */
   readonly adds: Operation[] = [];
 
   /** Element delete (the key is enough; the comment would be refused). */

@@ -35,6 +35,7 @@ export interface ServiceRecord {
 export interface FrontendRecord {
   /** The winning service port id; "" for elements found in the kernel that no port claims. */
   owner: string;
+  /** True for a NodePort frontend (`proto . port`). */
   nodePort: boolean;
   /** Encoded elements (see frontend.ts `renderFrontend`). */
   spec: string;
@@ -44,7 +45,9 @@ export interface FrontendRecord {
 
 /** The maps of a written state that the planner changes, by field. */
 export interface Fields {
+  /** What each service port wrote, by id. */
   services: Map<string, ServiceRecord>;
+  /** Each frontend's owner and elements, by key. */
   frontends: Map<string, FrontendRecord>;
   /** ClusterIP -> number of service ports claiming it. */
   clusterIPs: Map<string, number>;
@@ -80,7 +83,8 @@ const FIELDS: readonly Field[] = [
   "staleSets",
 ];
 
-type ValueOf<F extends Field> = Fields[F] extends Map<string, infer V> ? V : never;
+/** What a field of the written state holds per key. */
+export type ValueOf<F extends Field> = Fields[F] extends Map<string, infer V> ? V : never;
 
 /** Changes to a written state: per field, key -> new value, or null for removal. */
 export type Delta =
@@ -113,7 +117,9 @@ export function newDelta(): Delta {
 
 /** The committed state of one table. */
 export class WrittenState implements Fields {
+  /** What each service port wrote, by id. */
   readonly services = new Map<string, ServiceRecord>();
+  /** Each frontend's owner and elements, by key. */
   readonly frontends = new Map<string, FrontendRecord>();
   readonly clusterIPs = new Map<string, number>();
   readonly hairpin = new Map<string, number>();
@@ -158,7 +164,10 @@ export class WrittenState implements Fields {
 export class Draft {
   #delta: Delta = newDelta();
 
-  /** @param base the committed state this draft builds on (never modified). */
+  /**
+   * An empty draft over `base`.
+   * @param base the committed state this draft builds on (never modified).
+   */
   constructor(readonly base: WrittenState) {}
 
   /** The value of `key` in `field`, as the draft sees it. */

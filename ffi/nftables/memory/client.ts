@@ -91,6 +91,7 @@ export class MemoryNftables implements NftablesClient {
   #closed = false;
 
   /**
+   * An empty in-memory table.
    * @param family the table's family.
    * @param table the table's name.
    */

@@ -21,6 +21,7 @@ export interface Part {
   text: string;
   /** Closed numeric range covered, for interval overlap checks. */
   lo: bigint;
+  /** Upper end of the range. */
   hi: bigint;
   /** References a chain (verdict `jump X` / `goto X`). */
   chain?: string;
@@ -28,6 +29,7 @@ export interface Part {
 
 /** A datatype the fake understands. */
 export interface DataType {
+  /** The nft type name (`ipv4_addr`, `inet_service`, ...). */
   name: string;
   /** Parses one value; `interval` allows prefixes and ranges. */
   parse(s: string, interval: boolean): Part;

@@ -63,6 +63,7 @@ export function checkWords(text: string, toks: string[], keywords: ReadonlySet<s
 
 /** A lookup of a named set or map, with the datatypes of the expression that looks it up. */
 export interface Lookup {
+  /** The set's or map's name. */
   set: string;
   /** Datatype names of the key expression's parts; undefined when not known. */
   types?: string[];

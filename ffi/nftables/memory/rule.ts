@@ -22,14 +22,19 @@ function tokenize(rule: string): string[] {
 
 /** What a rule body refers to, and how many anonymous sets it makes. */
 export interface RuleRefs {
+  /** Chains it jumps or goes to (verdicts and verdict maps). */
   chains: string[];
+  /** Named sets and maps it refers to. */
   sets: string[];
   /** Named counters the rule updates (`counter name "x"`). */
   counters: string[];
   /** The lookups among `sets`, with their key expressions' types where known. */
   lookups: Lookup[];
+  /** Anonymous sets it makes (each takes a handle). */
   anonSets: number;
+  /** The body as the kernel lists it back. */
   body: string;
+  /** A comment written inside the body. */
   comment?: string;
 }
 
@@ -97,7 +102,7 @@ export function analyseRule(text: string, comment: string | undefined): RuleRefs
  * Words nft 1.0.6 parses as keywords, so they fail as unquoted chain, set or
  * map names (script.ts does not quote names). Measured with `nft -c`.
  */
-export const KEYWORDS = new globalThis.Set(
+export const KEYWORDS: ReadonlySet<string> = new globalThis.Set(
   ("dnat snat missing counter accept drop jump goto return continue masquerade redirect " +
     "reject log limit ip ip6 tcp udp sctp meta ct mark table chain set map element rule vmap " +
     "type hook priority policy flags timeout comment elements handle position add delete " +

@@ -22,32 +22,47 @@ import { checkName, type RuleRefs } from "./rule.ts";
 
 /** A rule as the table keeps it. */
 export interface RuleEntry {
+  /** The rule body as written. */
   body: string;
+  /** The rule's comment. */
   comment?: string;
+  /** The rule's handle. */
   handle: number;
+  /** What the body refers to. */
   refs: RuleRefs;
 }
 
 /** A chain with its handle and rules. */
 export interface ChainEntry {
+  /** The chain as defined. */
   chain: Chain;
+  /** The chain's handle. */
   handle: number;
+  /** Its rules, in order. */
   rules: RuleEntry[];
 }
 
 /** A set or map element in canonical parts. */
 export interface ElementEntry {
+  /** The key's parts. */
   key: Part[];
+  /** A map element's value parts. */
   value?: Part[];
+  /** The element's comment. */
   comment?: string;
 }
 
 /** A set or map with its parsed types and elements. */
 export interface SetEntry {
+  /** The set or map as defined. */
   def: NftSet | NftMap;
+  /** Its handle. */
   handle: number;
+  /** The datatype of each key part. */
   keyTypes: DataType[];
+  /** A map's value datatypes. */
   valueTypes?: DataType[];
+  /** It has the interval flag. */
   interval: boolean;
   /** By canonical key text. */
   elements: globalThis.Map<string, ElementEntry>;
@@ -55,17 +70,25 @@ export interface SetEntry {
 
 /** A named counter and what it counted. */
 export interface CounterEntry {
+  /** The counter's handle. */
   handle: number;
+  /** Packets counted. */
   packets: number;
+  /** Bytes counted. */
   bytes: number;
 }
 
 /** One table: its objects and the reference counts the kernel keeps. */
 export interface TableData {
+  /** The table's comment. */
   comment?: string;
+  /** The handle the next object gets. */
   nextHandle: number;
+  /** Chains by name. */
   chains: globalThis.Map<string, ChainEntry>;
+  /** Sets and maps by name. */
   sets: globalThis.Map<string, SetEntry>;
+  /** Named counters by name. */
   counters: globalThis.Map<string, CounterEntry>;
   /** Rules referring to each named counter. */
   counterRefs: globalThis.Map<string, number>;
@@ -105,11 +128,13 @@ function owned<T>(
  * changes it, so the committed table is never touched before the swap.
  */
 export class Draft {
+  /** The table as this transaction sees it. */
   readonly t: TableData;
   #ownedChains = new globalThis.Set<string>();
   #ownedSets = new globalThis.Set<string>();
   #createdSets = new globalThis.Set<string>();
 
+  /** A view of `base` that copies what it changes. */
   constructor(base: TableData) {
     this.t = {
       comment: base.comment,

@@ -25,14 +25,19 @@ export interface ExplainEnv {
 
 /** How one source reaches a frontend. */
 export interface Reach {
+  /** Where the packet comes from. */
   source: Packet["from"];
+  /** What happens to it. */
   verdict: TraceResult["verdict"];
+  /** The endpoints it may reach, with their shares. */
   endpoints: TraceResult["candidates"];
+  /** Why, in words. */
   reason: string;
 }
 
 /** One destination of the Service. */
 export interface ExplainedFrontend {
+  /** Which kind of destination. */
   kind: "ClusterIP" | "ExternalIP/LoadBalancer" | "NodePort";
   /** `addr . proto . port` or `proto . nodePort`. */
   key: string;
@@ -42,6 +47,7 @@ export interface ExplainedFrontend {
   chains: string[];
   /** Source ranges, when loadBalancerSourceRanges filter it. */
   sourceRanges?: string[];
+  /** How each source fares. */
   reach: Reach[];
 }
 
@@ -49,6 +55,7 @@ export interface ExplainedFrontend {
 export interface ExplainedPort {
   /** `ns/name:port`. */
   id: string;
+  /** Its destinations. */
   frontends: ExplainedFrontend[];
   /** ClientIP affinity sets in use (their names). */
   affinitySets: string[];
@@ -56,8 +63,11 @@ export interface ExplainedPort {
 
 /** The Service as programmed. */
 export interface Explained {
+  /** `namespace/name`. */
   service: string;
+  /** `IPv4` or `IPv6`. */
   family: string;
+  /** Its ports. */
   ports: ExplainedPort[];
 }
 

@@ -13,16 +13,25 @@ import type { Branch, Step } from "./types.ts";
 
 /** The packet on one path through the ruleset. */
 export interface Pkt {
+  /** Source address (canonical). */
   saddr: string;
+  /** Destination address (canonical; changed by DNAT). */
   daddr: string;
+  /** `tcp`, `udp` or `sctp`. */
   proto: string;
+  /** Destination port (changed by DNAT). */
   dport: number;
+  /** The packet mark. */
   mark: number;
+  /** Input interface name. */
   iif: string;
+  /** `ip:port` once DNATed. */
   dnat?: string;
+  /** True once masquerade applies. */
   masq: boolean;
   /** Share of new connections on this path. */
   p: number;
+  /** What happened so far. */
   steps: Step[];
   /** The rule or element that decided a DROP/REJECT (for the reason). */
   cause?: Step;
@@ -33,7 +42,9 @@ export type Outcome = "next" | "return" | "accept" | "drop" | "reject";
 
 /** One path's packet and outcome. */
 export interface Res {
+  /** The packet on this path. */
   pkt: Pkt;
+  /** How the path ends. */
   v: Outcome;
 }
 

@@ -6,9 +6,13 @@
  */
 /** The first packet of a connection. */
 export interface Packet {
+  /** Source address. */
   src: string;
+  /** Destination address. */
   dst: string;
+  /** Transport protocol. */
   proto: "tcp" | "udp" | "sctp";
+  /** Destination port. */
   dport: number;
   /** Where it comes from: another machine, a pod on this node, or this node's own stack. */
   from: "offnode" | "pod" | "host";
@@ -24,7 +28,9 @@ export interface TraceEnv {
 
 /** One thing that happened to the packet. */
 export interface Step {
+  /** The netfilter hook. */
   hook: string;
+  /** The chain. */
   chain: string;
   /** The rule that matched (nft syntax). */
   rule?: string;
@@ -37,9 +43,11 @@ export type Verdict = "ACCEPT" | "DROP" | "REJECT";
 
 /** One possible path of the packet. */
 export interface Branch {
+  /** How this path ends. */
   verdict: Verdict;
   /** `ip:port` (IPv6 `[ip]:port`) when DNATed. */
   dnat?: string;
+  /** True when this path is masqueraded. */
   masquerade: boolean;
   /** Hook that decided a DROP/REJECT, or the last hook traversed. */
   hook: string;
@@ -47,11 +55,13 @@ export interface Branch {
   probability: number;
   /** Why the packet ends this way, in words. */
   reason: string;
+  /** What happened on the way. */
   steps: Step[];
 }
 
 /** What happens to the packet, merged over all possible paths. */
 export interface TraceResult {
+  /** The verdict (every path agrees). */
   verdict: Verdict;
   /** Every possible DNAT target, sorted. */
   dnat: string[];
@@ -61,5 +71,6 @@ export interface TraceResult {
   masquerade: boolean;
   /** The reason of the most likely path. */
   reason: string;
+  /** Every possible path. */
   branches: Branch[];
 }
