@@ -14,7 +14,8 @@ import type { LogFn } from "../../net/log.ts";
 export type ProxyConn = RelayConn;
 
 /** A bound listener: what Deno.Listener offers that the proxy uses. */
-export interface BoundListener extends AsyncIterable<ProxyConn> {
+export interface BoundListener {
+  accept(): Promise<ProxyConn>;
   close(): void;
 }
 
@@ -28,6 +29,9 @@ export interface NetOps {
 
 /** How long a backend connect may take (upstream's dialTimeout). */
 export const DIAL_TIMEOUT_MS = 5000;
+
+/** Pause after a failed accept (EMFILE and the like) before the next, so a full fd table does not spin. */
+export const ACCEPT_RETRY_MS = 100;
 
 /** Deno's TCP: Deno.listen and Deno.connect, with TCP_NODELAY (small requests are not held back). */
 export const denoNet: NetOps = {
@@ -97,20 +101,28 @@ export class NodePortListener {
   }
 
   async #acceptLoop(): Promise<void> {
-    try {
-      for await (const conn of this.#ln) void this.#serve(conn);
-    } catch (err) {
-      if (!this.#closed) {
-        this.#log("error", "Accept failed on localhost nodeport proxy; the listener stops", {
+    while (!this.#closed) {
+      let conn: ProxyConn;
+      try {
+        conn = await this.#ln.accept();
+      } catch (err) {
+        if (this.#closed || err instanceof Deno.errors.BadResource) return;
+        // Out of file descriptors, most likely: the listener keeps going once some are free.
+        this.#log("error", "Accept failed on localhost nodeport proxy; retrying", {
           port: this.nodePort,
           err: String(err),
         });
+        await new Promise((r) => setTimeout(r, ACCEPT_RETRY_MS));
+        continue;
       }
+      void this.#serve(conn);
     }
   }
 
   async #serve(client: ProxyConn): Promise<void> {
     this.#conns.add(client);
+    // Small replies go out at once (the relay writes whole reads, so Nagle only adds delay).
+    (client as Partial<Deno.TcpConn>).setNoDelay?.(true);
     try {
       const backend = this.picker.pick();
       if (!backend) return void client.close();

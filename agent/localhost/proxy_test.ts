@@ -243,6 +243,23 @@ Deno.test("followSync only records: the reconcile runs in a later task, and neve
   proxy.close();
 });
 
+Deno.test("an accept error (EMFILE) is logged and the listener keeps accepting", async () => {
+  const { net, proxy, world, lines } = setup();
+  world.services.set("s", servicePort("ns/s", { nodePort: 30009 }));
+  world.endpoints.set("s", [endpoint("198.18.1.1", 80)]);
+  proxy.followSync(4, world.sync(4, ["s"]), false);
+  proxy.reconcile();
+  const ln = net.open("127.0.0.1", 30009)!;
+  await settle();
+  ln.failNext(new Error("Too many open files (os error 24)"));
+  await new Promise((r) => setTimeout(r, 150));
+  ln.connect();
+  await settle();
+  assert.equal(net.dials.length, 1, "accepted after the failure");
+  assert.ok(lines.some((l) => l.includes("Accept failed") && l.includes("os error 24")));
+  proxy.close();
+});
+
 Deno.test("an idle proxy (no family: gate off or no loopback) binds nothing", () => {
   const { net, proxy, world } = setup([]);
   world.services.set("s", servicePort("ns/s", { nodePort: 30008 }));

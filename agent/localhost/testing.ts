@@ -71,13 +71,24 @@ export class FakeListener implements BoundListener {
     this.closed = true;
     this.#wake?.();
   }
-  async *[Symbol.asyncIterator](): AsyncIterator<FakeConn> {
+  /** Makes the next accept() fail with `err` (EMFILE and the like). */
+  failNext(err: Error): void {
+    this.#failure = err;
+    this.#wake?.();
+  }
+  async accept(): Promise<FakeConn> {
     for (;;) {
-      while (this.#pending.length) yield this.#pending.shift()!;
-      if (this.closed) return;
+      if (this.#failure) {
+        const e = this.#failure;
+        this.#failure = undefined;
+        throw e;
+      }
+      if (this.#pending.length) return this.#pending.shift()!;
+      if (this.closed) throw new Deno.errors.BadResource("closed");
       await new Promise<void>((r) => (this.#wake = r));
     }
   }
+  #failure: Error | undefined;
 }
 
 /** NetOps over fakes: records binds, refuses the ports in `busy`, dials record their backend. */
