@@ -6,6 +6,9 @@
  * misconfigured pair of Services) is left to that service's own rules, as upstream's
  * deleted-services pass is overwritten by the live map.
  *
+ * The stored copy of upstream's pkg/proxy/conntrack/cleanup.go predates #139629 (1.37) and
+ * #141371 (1.38); this follows those pull requests' descriptions and issue 20.
+ *
  * @module
  */
 
