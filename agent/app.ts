@@ -27,7 +27,7 @@ import { installHeapSnapshotSignal } from "./heap_snapshot.ts";
 import { openHostAddresses } from "./host_addresses.ts";
 import { ServiceHealthServers } from "./http/health.ts";
 import { KubeConfigError, loadKubeConfig } from "./kube/kubeconfig.ts";
-import { tuneMalloc } from "../ffi/malloc_trim.ts";
+import { deferTrimWhile, tuneMalloc } from "../ffi/malloc_trim.ts";
 import { type ProxyInformers, startProxyInformers } from "./kube/informers.ts";
 import { fetchNode } from "./kube/node_fetch.ts";
 import { buildNode, informerHandlers, nodeFamilies, type ProxyNode } from "./node.ts";
@@ -254,6 +254,8 @@ async function buildAgentNode(
   if (built.adopted) {
     log.info("Adopting the existing kube-proxy tables; the first sync rewrites them atomically");
   }
+  // The compacting collection after a big sync waits for the changes that arrived meanwhile.
+  deferTrimWhile(() => built.state.hasPendingChanges());
   return { node: built, serviceHealth };
 }
 

@@ -34,9 +34,44 @@ export function tuneMalloc(): void {
   c.mallopt(M_TRIM_THRESHOLD, 128 * 1024);
 }
 
+/** How long a trim waits, at a time, while a change is waiting. */
+const DEFER_MS = 250;
+
+let waiting: (() => boolean) | undefined;
+let retry: ReturnType<typeof setTimeout> | undefined;
+
+/**
+ * While `busy()` is true (a change is waiting to be synced), {@link mallocTrim} waits: the
+ * compacting collection stops the event loop for up to a second at 60k Services, and a waiting
+ * change should not sit behind it. undefined stops deferring.
+ */
+export function deferTrimWhile(busy: (() => boolean) | undefined): void {
+  waiting = busy;
+}
+
+/**
+ * Runs `trim` now, or, while {@link deferTrimWhile}'s predicate says a change is waiting, once it
+ * no longer does (rechecked every 250 ms; requests meanwhile are one). The retry timer does not
+ * keep the process alive.
+ */
+export function requestTrim(trim: () => void): void {
+  if (retry !== undefined) return;
+  if (waiting?.() !== true) {
+    trim();
+    return;
+  }
+  const t = setTimeout(() => {
+    retry = undefined;
+    requestTrim(trim);
+  }, DEFER_MS);
+  retry = t;
+  Deno.unrefTimer(t);
+}
+
 /**
  * After a big sync: a memory-reducing V8 collection when the runtime exposes `gc` (the start
- * task passes --expose-gc), then glibc malloc_trim(0). A no-op where neither is available.
+ * task passes --expose-gc), then glibc malloc_trim(0), deferred while a change is waiting (see
+ * {@link deferTrimWhile}). A no-op where neither is available.
  *
  * A plain `gc()` frees the garbage but keeps the pages a cold start committed (at 30k Services,
  * 320 MB committed for 200 MB live). The "last-resort" flavor compacts, and with
@@ -45,6 +80,10 @@ export function tuneMalloc(): void {
  * 30k Services): callers run it once a big sync is done, never inside one.
  */
 export function mallocTrim(): void {
+  requestTrim(trimNow);
+}
+
+function trimNow(): void {
   const gc = (globalThis as { gc?: (options?: unknown) => void }).gc;
   if (typeof gc === "function") gc({ type: "major", execution: "sync", flavor: "last-resort" });
   openLibc()?.malloc_trim(0n);
