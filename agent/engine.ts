@@ -415,6 +415,8 @@ export class SyncEngine {
 
   /** The conntrack runner's reconcile index follows the commit: the ports changed since the last. */
   #feedReconcileIndex(f: IpFamily, s: ProxyState): void {
+    // No reconcile, no index (and no Worker thread started for it).
+    if (!(this.#o.reconcilePeriodMs! > 0)) return;
     try {
       this.#o.conntrack?.updateIndex?.(f, s, this.#untallied[f]);
     } catch (err) {

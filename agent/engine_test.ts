@@ -8,7 +8,8 @@ import { FakeConntrack } from "../ffi/conntrack/fake.ts";
 import { ClusterState } from "../proxier/cluster_state.ts";
 import { Proxier } from "../proxier/nftables/proxier.ts";
 import type { EndpointSlice, V1Node, V1Service } from "../proxier/k8s_types.ts";
-import type { ProxierConfig } from "../proxier/model.ts";
+import type { ProxierConfig, ProxyState } from "../proxier/model.ts";
+import type { IpFamily } from "../net/family.ts";
 import { InlineConntrack } from "../conntrack/runner.ts";
 import { type NftablesClient, Transaction } from "../ffi/nftables/types.ts";
 import type { NftNotification } from "../ffi/nftables/netlink/notify.ts";
@@ -342,4 +343,64 @@ Deno.test("an overrun checks everything once; the engine's clock runs the period
   }
   assert.ok(fulls.includes(true), "no periodic full check within --full-sync-period");
   await engine.stop();
+});
+
+Deno.test("engine feeds the conntrack runner's reconcile index: every port first, then the changed ones", async () => {
+  const ct = new FakeConntrack();
+  const fed: { family: number; ids: string[]; services: number }[] = [];
+  const runner = new InlineConntrack(() => ct);
+  const withIndex = Object.assign(runner, {
+    updateIndex(family: IpFamily, state: ProxyState, ids: Iterable<string>) {
+      fed.push({ family, ids: [...ids].sort(), services: state.services.size });
+    },
+  });
+  const mk = (reconcilePeriodMs: number) =>
+    new SyncEngine({
+      state: new ClusterState({ nodeName: NODE, log: () => {} }),
+      proxiers: {
+        4: new Proxier({
+          client: new MemoryNftables("ip", "kube-proxy"),
+          config: CFG,
+          log: () => {},
+        }),
+      },
+      minSyncPeriodMs: 0,
+      syncPeriodMs: 60_000,
+      log: quiet(),
+      conntrack: withIndex,
+      reconcilePeriodMs,
+    });
+  const engine = mk(3_600_000);
+  try {
+    engine.recordNode(node);
+    engine.recordService(null, service("dns", "198.19.0.53"));
+    engine.recordService(null, service("web", "198.19.0.80", "TCP"));
+    engine.recordEndpointSlice(null, slice("dns-1", "dns", ["198.18.1.1"]));
+    engine.markSynced("services");
+    engine.markSynced("endpointSlices");
+    await engine.syncNow();
+    assert.deepEqual(fed, [{ family: 4, ids: ["default/dns:p", "default/web:p"], services: 2 }]);
+    engine.recordEndpointSlice(
+      slice("dns-1", "dns", ["198.18.1.1"]),
+      slice("dns-1", "dns", ["198.18.1.2"], "2"),
+    );
+    await engine.syncNow();
+    assert.deepEqual(fed[1], { family: 4, ids: ["default/dns:p"], services: 2 });
+  } finally {
+    await engine.stop();
+  }
+  // No reconcile: nothing is fed (no Worker thread started for it).
+  fed.length = 0;
+  const off = mk(0);
+  try {
+    off.recordNode(node);
+    off.recordService(null, service("dns", "198.19.0.53"));
+    off.markSynced("services");
+    off.markSynced("endpointSlices");
+    await off.syncNow();
+    assert.equal(off.syncs, 1);
+    assert.deepEqual(fed, []);
+  } finally {
+    await off.stop();
+  }
 });
