@@ -24,28 +24,32 @@ export interface RunnerOptions {
 
 /** Runs a function with bounded frequency. Call {@link start} then {@link run} to request runs. */
 export class BoundedFrequencyRunner {
-  private readonly minInterval: number;
-  private readonly maxInterval: number;
-  private readonly burst: number;
-  private readonly retryInterval: number;
-  private tokens: number;
-  private lastRefill = Date.now();
-  private running = false;
-  private pending = false;
-  private started = false;
-  private stopped = false;
-  private failures = 0;
-  private timer: ReturnType<typeof setTimeout> | undefined;
-  private timerAt = Infinity;
-  private readonly deferred = new Set<ReturnType<typeof setTimeout>>();
-  private current: Promise<void> = Promise.resolve();
+  readonly #minInterval: number;
+  readonly #maxInterval: number;
+  readonly #burst: number;
+  readonly #retryInterval: number;
+  #tokens: number;
+  #lastRefill = Date.now();
+  #running = false;
+  #pending = false;
+  #started = false;
+  #stopped = false;
+  #failures = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timerAt = Infinity;
+  readonly #deferred = new Set<ReturnType<typeof setTimeout>>();
+  #current: Promise<void> = Promise.resolve();
+  readonly #fn: () => Promise<void>;
+  readonly #opts: RunnerOptions;
 
   /**
    * A runner of `fn`, idle until the first {@link run}.
    * @param fn the work; a rejected promise counts as a failure.
    * @param opts intervals; minInterval 0 means no rate limit.
    */
-  constructor(private readonly fn: () => Promise<void>, private readonly opts: RunnerOptions) {
+  constructor(fn: () => Promise<void>, opts: RunnerOptions) {
+    this.#fn = fn;
+    this.#opts = opts;
     if (!(opts.minInterval >= 0) || !(opts.maxInterval > 0)) {
       throw new RangeError(
         `BoundedFrequencyRunner: minInterval must be >= 0 and maxInterval > 0 (got ${opts.minInterval}, ${opts.maxInterval})`,
@@ -56,126 +60,126 @@ export class BoundedFrequencyRunner {
         `BoundedFrequencyRunner: minInterval (${opts.minInterval} ms) exceeds maxInterval (${opts.maxInterval} ms)`,
       );
     }
-    this.minInterval = opts.minInterval;
-    this.maxInterval = opts.maxInterval;
-    this.burst = Math.max(1, opts.burst ?? 2);
-    this.retryInterval = opts.retryInterval ?? Math.max(opts.minInterval, 1000);
-    this.tokens = this.burst;
+    this.#minInterval = opts.minInterval;
+    this.#maxInterval = opts.maxInterval;
+    this.#burst = Math.max(1, opts.burst ?? 2);
+    this.#retryInterval = opts.retryInterval ?? Math.max(opts.minInterval, 1000);
+    this.#tokens = this.#burst;
   }
 
   /** Starts the loop: runs once now, then at least every maxInterval. */
   start(): void {
-    if (this.started) return;
-    this.started = true;
+    if (this.#started) return;
+    this.#started = true;
     this.run();
   }
 
   /** Requests a run as soon as the rate limit allows. */
   run(): void {
-    if (this.stopped) return;
-    this.pending = true;
-    if (this.started && !this.running) this.schedule(this.waitForToken());
+    if (this.#stopped) return;
+    this.#pending = true;
+    if (this.#started && !this.#running) this.#schedule(this.#waitForToken());
   }
 
   /** Requests a run no earlier than `ms` from now (e.g. a delayed chain deletion). */
   runAfter(ms: number): void {
-    if (this.stopped) return;
+    if (this.#stopped) return;
     const t = setTimeout(() => {
-      this.deferred.delete(t);
+      this.#deferred.delete(t);
       this.run();
     }, Math.max(0, ms));
-    this.deferred.add(t);
+    this.#deferred.add(t);
   }
 
   /** Stops scheduling and waits for a run in progress. */
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    for (const t of this.deferred) clearTimeout(t);
-    this.deferred.clear();
-    this.timer = undefined;
-    await this.current;
+    this.#stopped = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    for (const t of this.#deferred) clearTimeout(t);
+    this.#deferred.clear();
+    this.#timer = undefined;
+    await this.#current;
   }
 
   /** Consecutive failures so far (0 after a success). */
   get consecutiveFailures(): number {
-    return this.failures;
+    return this.#failures;
   }
 
   /** Adds the tokens earned since the last refill (one per minInterval, up to the burst). */
-  private refill(): void {
-    if (this.minInterval === 0) {
-      this.tokens = this.burst;
+  #refill(): void {
+    if (this.#minInterval === 0) {
+      this.#tokens = this.#burst;
       return;
     }
     const now = Date.now();
-    const gained = (now - this.lastRefill) / this.minInterval;
-    this.tokens = Math.min(this.burst, this.tokens + gained);
-    this.lastRefill = now;
+    const gained = (now - this.#lastRefill) / this.#minInterval;
+    this.#tokens = Math.min(this.#burst, this.#tokens + gained);
+    this.#lastRefill = now;
   }
 
   /** Milliseconds until a token is free (0 when one is). */
-  private waitForToken(): number {
-    this.refill();
-    if (this.tokens >= 1) return 0;
-    return Math.ceil((1 - this.tokens) * this.minInterval);
+  #waitForToken(): number {
+    this.#refill();
+    if (this.#tokens >= 1) return 0;
+    return Math.ceil((1 - this.#tokens) * this.#minInterval);
   }
 
   /** Arms the timer to tick in `ms`, unless it is set to fire sooner already. */
-  private schedule(ms: number): void {
-    if (this.stopped) return;
+  #schedule(ms: number): void {
+    if (this.#stopped) return;
     const at = Date.now() + ms;
-    if (this.timer !== undefined && this.timerAt <= at) return;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timerAt = at;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.timerAt = Infinity;
-      this.tick();
+    if (this.#timer !== undefined && this.#timerAt <= at) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timerAt = at;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#timerAt = Infinity;
+      this.#tick();
     }, ms);
   }
 
   /** The timer fired: run now if a token is free, else wait for one. */
-  private tick(): void {
-    if (this.stopped || this.running) return;
+  #tick(): void {
+    if (this.#stopped || this.#running) return;
     // A timer firing with nothing pending is the periodic (maxInterval) run.
-    this.pending = true;
-    const wait = this.waitForToken();
+    this.#pending = true;
+    const wait = this.#waitForToken();
     if (wait > 0) {
-      this.schedule(wait);
+      this.#schedule(wait);
       return;
     }
-    this.tokens -= 1;
-    this.pending = false;
-    this.running = true;
-    this.current = this.execute();
+    this.#tokens -= 1;
+    this.#pending = false;
+    this.#running = true;
+    this.#current = this.#execute();
   }
 
   /** Runs `fn` once; then schedules the retry (backoff), the pending run, or the periodic one. */
-  private async execute(): Promise<void> {
+  async #execute(): Promise<void> {
     let failed = false;
     try {
-      await this.fn();
-      this.failures = 0;
+      await this.#fn();
+      this.#failures = 0;
     } catch (err) {
       failed = true;
-      this.failures++;
+      this.#failures++;
       try {
-        this.opts.onError?.(err, this.failures);
+        this.#opts.onError?.(err, this.#failures);
       } catch {
         // A throwing error handler must not kill the loop.
       }
     } finally {
-      this.running = false;
+      this.#running = false;
     }
-    if (this.stopped) return;
+    if (this.#stopped) return;
     if (failed) {
-      const backoff = Math.min(this.retryInterval * 2 ** (this.failures - 1), this.maxInterval);
-      this.schedule(Math.max(backoff, this.waitForToken()));
-    } else if (this.pending) {
-      this.schedule(this.waitForToken());
+      const backoff = Math.min(this.#retryInterval * 2 ** (this.#failures - 1), this.#maxInterval);
+      this.#schedule(Math.max(backoff, this.#waitForToken()));
+    } else if (this.#pending) {
+      this.#schedule(this.#waitForToken());
     } else {
-      this.schedule(this.maxInterval);
+      this.#schedule(this.#maxInterval);
     }
   }
 }

@@ -56,16 +56,28 @@ export class ApiProbe {
 
   /** Probes with `check` every `intervalMs` (each try times out after `timeoutMs`); runs `recovered` when the server answers again after failing. */
   constructor(
-    private readonly check: () => Promise<void>,
-    private readonly recovered: (reason: string) => void,
-    private readonly intervalMs: number,
-    private readonly log?: Logger,
-    private readonly timeoutMs = Math.max(1000, Math.min(intervalMs, 5000)),
-  ) {}
+    check: () => Promise<void>,
+    recovered: (reason: string) => void,
+    intervalMs: number,
+    log?: Logger,
+    timeoutMs: number = Math.max(1000, Math.min(intervalMs, 5000)),
+  ) {
+    this.#check = check;
+    this.#recovered = recovered;
+    this.#intervalMs = intervalMs;
+    this.#log = log;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  readonly #check: () => Promise<void>;
+  readonly #recovered: (reason: string) => void;
+  readonly #intervalMs: number;
+  readonly #log: Logger | undefined;
+  readonly #timeoutMs: number;
 
   /** Starts probing (no-op when the interval is 0). */
   start(): void {
-    if (this.intervalMs > 0) this.#schedule();
+    if (this.#intervalMs > 0) this.#schedule();
   }
 
   /** Stops probing. */
@@ -78,18 +90,21 @@ export class ApiProbe {
   async probe(): Promise<void> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, rej) => {
-      timer = setTimeout(() => rej(new Error(`no answer in ${this.timeoutMs} ms`)), this.timeoutMs);
+      timer = setTimeout(
+        () => rej(new Error(`no answer in ${this.#timeoutMs} ms`)),
+        this.#timeoutMs,
+      );
     });
     try {
-      await Promise.race([this.check(), timeout]);
+      await Promise.race([this.#check(), timeout]);
       if (this.#down) {
         this.#down = false;
-        this.log?.info("API server reachable again; restarting watches");
-        this.recovered("API server was unreachable");
+        this.#log?.info("API server reachable again; restarting watches");
+        this.#recovered("API server was unreachable");
       }
     } catch (err) {
       if (!this.#down) {
-        this.log?.warn("API server unreachable", { err: errText(err) });
+        this.#log?.warn("API server unreachable", { err: errText(err) });
       }
       this.#down = true;
     } finally {
@@ -102,6 +117,6 @@ export class ApiProbe {
     this.#timer = setTimeout(async () => {
       await this.probe();
       this.#schedule();
-    }, this.intervalMs);
+    }, this.#intervalMs);
   }
 }

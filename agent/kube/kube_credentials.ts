@@ -36,6 +36,8 @@ export const TOKEN_REREAD_MS = 60_000;
 export class FileToken {
   #token: string;
   #readAt: number;
+  readonly #now: () => number;
+  readonly #onError: ((err: Error) => void) | undefined;
 
   /**
    * Reads the file now; when it cannot be read, `fallback` (the user's static token) is used,
@@ -44,10 +46,12 @@ export class FileToken {
   constructor(
     readonly path: string,
     fallback?: string,
-    private readonly now: () => number = Date.now,
-    private readonly onError?: (err: Error) => void,
+    now: () => number = Date.now,
+    onError?: (err: Error) => void,
   ) {
-    this.#readAt = this.now();
+    this.#now = now;
+    this.#onError = onError;
+    this.#readAt = this.#now();
     try {
       this.#token = this.#read();
     } catch (e) {
@@ -58,12 +62,12 @@ export class FileToken {
 
   /** The current token. */
   get(): string {
-    if (this.now() - this.#readAt >= TOKEN_REREAD_MS) {
-      this.#readAt = this.now();
+    if (this.#now() - this.#readAt >= TOKEN_REREAD_MS) {
+      this.#readAt = this.#now();
       try {
         this.#token = this.#read();
       } catch (e) {
-        this.onError?.(e as Error);
+        this.#onError?.(e as Error);
       }
     }
     return this.#token;

@@ -24,9 +24,9 @@ function tupleKey(e: Readonly<ConntrackEntry>): string {
 
 /** In-memory conntrack table. */
 export class FakeConntrack implements ConntrackClient {
-  private readonly table = new Map<string, ConntrackEntry>();
-  private nextId = 1;
-  private closed = false;
+  readonly #table = new Map<string, ConntrackEntry>();
+  #nextId = 1;
+  #closed = false;
   /** When set, the next dump stops after this many entries and reports `interrupted`. One-shot. */
   interruptNextDumpAfter: number | undefined;
   /** Number of dump calls so far. */
@@ -60,31 +60,31 @@ export class FakeConntrack implements ConntrackClient {
       replyDport: input.replyDport ?? input.origSport,
       mark: input.mark ?? 0,
       zone: input.zone ?? 0,
-      id: input.id ?? this.nextId++,
+      id: input.id ?? this.#nextId++,
     };
     const key = tupleKey(e);
-    if (this.table.has(key)) {
+    if (this.#table.has(key)) {
       throw new Error(
         `fake conntrack: an entry with original tuple ${key} already exists (EEXIST)`,
       );
     }
-    this.table.set(key, e);
+    this.#table.set(key, e);
     return e;
   }
 
   /** Number of entries in the table. */
   get size(): number {
-    return this.table.size;
+    return this.#table.size;
   }
 
   /** Copies of all entries, for assertions. */
   entries(): ConntrackEntry[] {
-    return [...this.table.values()].map((e) => ({ ...e }));
+    return [...this.#table.values()].map((e) => ({ ...e }));
   }
 
   /** Whether a flow with this original tuple (and family/proto/zone) is present. */
   has(e: Readonly<ConntrackEntry>): boolean {
-    return this.table.has(tupleKey(e));
+    return this.#table.has(tupleKey(e));
   }
 
   /** Streams matching entries through one reused object, like the FFI client. */
@@ -93,13 +93,13 @@ export class FakeConntrack implements ConntrackClient {
     visit: (e: Readonly<ConntrackEntry>) => void,
     proto?: number,
   ): DumpResult {
-    this.assertOpen();
+    this.#assertOpen();
     this.dumpCalls++;
     const limit = this.interruptNextDumpAfter;
     this.interruptNextDumpAfter = undefined;
     const scratch = emptyConntrackEntry();
     let count = 0;
-    for (const e of this.table.values()) {
+    for (const e of this.#table.values()) {
       if (e.family !== family || (proto !== undefined && e.proto !== proto)) continue;
       if (limit !== undefined && count >= limit) return { count, interrupted: true };
       Object.assign(scratch, e);
@@ -111,17 +111,17 @@ export class FakeConntrack implements ConntrackClient {
 
   /** Deletes by original tuple; a non-zero id must match too (else ENOENT, like CTA_ID). */
   delete(entries: readonly ConntrackEntry[]): DeleteResult {
-    this.assertOpen();
+    this.#assertOpen();
     this.deleteBatches.push(entries.length);
     const result: DeleteResult = { deleted: 0, failed: [] };
     for (const e of entries) {
       const key = tupleKey(e);
-      const stored = this.table.get(key);
+      const stored = this.#table.get(key);
       if (stored === undefined || (e.id !== 0 && stored.id !== e.id)) {
         result.failed.push({ entry: e, error: "ENOENT" });
         continue;
       }
-      this.table.delete(key);
+      this.#table.delete(key);
       result.deleted++;
     }
     return result;
@@ -129,12 +129,12 @@ export class FakeConntrack implements ConntrackClient {
 
   /** Marks the client closed; later calls throw. */
   close(): void {
-    this.closed = true;
+    this.#closed = true;
   }
 
   /** Throws once the client is closed. */
-  private assertOpen(): void {
-    if (this.closed) throw new Error("fake conntrack: client used after close()");
+  #assertOpen(): void {
+    if (this.#closed) throw new Error("fake conntrack: client used after close()");
   }
 }
 

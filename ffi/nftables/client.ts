@@ -149,30 +149,30 @@ class LibNftablesClient implements NftablesClient {
   }
 
   /** Runs `fn` after every earlier call on this client has settled. */
-  private enqueue<T>(fn: () => Promise<T>): Promise<T> {
+  #enqueue<T>(fn: () => Promise<T>): Promise<T> {
     if (this.#closing) return Promise.reject(new Error("nftables client is closed"));
     this.#pending++;
     const result = this.#tail.then(fn, fn);
     this.#tail = result.then(
-      () => this.settle(),
-      () => this.settle(),
+      () => this.#settle(),
+      () => this.#settle(),
     );
     return result;
   }
 
-  private settle(): void {
+  #settle(): void {
     if (--this.#pending === 0 && this.#closing) this.#ctx.free();
   }
 
   run(tx: Transaction): Promise<void> {
-    return this.apply(tx, false);
+    return this.#apply(tx, false);
   }
 
   check(tx: Transaction): Promise<void> {
-    return this.apply(tx, true);
+    return this.#apply(tx, true);
   }
 
-  private apply(tx: Transaction, dryRun: boolean): Promise<void> {
+  #apply(tx: Transaction, dryRun: boolean): Promise<void> {
     if (!(tx instanceof Transaction) && !Array.isArray((tx as Transaction)?.ops)) {
       return Promise.reject(new TypeError("run/check needs a Transaction"));
     }
@@ -182,15 +182,15 @@ class LibNftablesClient implements NftablesClient {
     const route = writeRoute(ops, { rawElements: raw !== undefined, dryRun });
     if (route === "elements" && raw !== undefined) {
       const batch = raw.unknownTargets(ops).length === 0 ? raw.encode(ops) : undefined;
-      return this.enqueue(async () => {
+      return this.#enqueue(async () => {
         if (batch === undefined && raw.unknownTargets(ops).length > 0) {
-          raw.learnDeclarations(await this.declarations());
+          raw.learnDeclarations(await this.#declarations());
         }
         const b = batch ?? raw.encode(ops);
         if (b !== undefined && await raw.send(b)) return;
         // Not encodable, or refused (nothing applied: one batch): libnftables
         // does it, and names the failing element if it fails too.
-        await this.runScript(ops, false);
+        await this.#runScript(ops, false);
       });
     }
     let script: string;
@@ -199,13 +199,13 @@ class LibNftablesClient implements NftablesClient {
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.enqueue(async () => {
-      const route = scriptRoute(ops, dryRun, this.hazard());
+    return this.#enqueue(async () => {
+      const route = scriptRoute(ops, dryRun, this.#hazard());
       // --cleanup still works with a hazard: the table goes over plain netlink.
-      if (route.via === "netlink-table-delete") return await this.deleteTableRaw();
+      if (route.via === "netlink-table-delete") return await this.#deleteTableRaw();
       if (route.via === "refused") throw new NftablesError(route.why);
-      const res = await this.exec(script, dryRun);
-      if (res.rc !== 0) throw await this.explain(ops, script, res.error);
+      const res = await this.#exec(script, dryRun);
+      if (res.rc !== 0) throw await this.#explain(ops, script, res.error);
       if (!dryRun) raw?.learn(ops);
     });
   }
@@ -215,12 +215,12 @@ class LibNftablesClient implements NftablesClient {
    * userdata it would crash on: it loads every table's sets before most
    * commands, in this process), or undefined.
    */
-  private hazard(): string | undefined {
+  #hazard(): string | undefined {
     return libnftablesHazard();
   }
 
   /** Deletes this client's table over plain netlink (inside the queue). */
-  private async deleteTableRaw(): Promise<void> {
+  async #deleteTableRaw(): Promise<void> {
     const errno = await deleteTableOverNetlink(this.family, this.table);
     if (errno !== 0) {
       const what = `delete table ${this.family} ${this.table}`;
@@ -229,13 +229,13 @@ class LibNftablesClient implements NftablesClient {
   }
 
   /** Renders and runs `ops` through libnftables (inside the queue). */
-  private async runScript(ops: Operation[], dryRun: boolean): Promise<void> {
-    const route = scriptRoute(ops, dryRun, this.hazard());
-    if (route.via === "netlink-table-delete") return await this.deleteTableRaw();
+  async #runScript(ops: Operation[], dryRun: boolean): Promise<void> {
+    const route = scriptRoute(ops, dryRun, this.#hazard());
+    if (route.via === "netlink-table-delete") return await this.#deleteTableRaw();
     if (route.via === "refused") throw new NftablesError(route.why);
     const script = renderScript(this.family, this.table, ops);
-    const res = await this.exec(script, dryRun);
-    if (res.rc !== 0) throw await this.explain(ops, script, res.error);
+    const res = await this.#exec(script, dryRun);
+    if (res.rc !== 0) throw await this.#explain(ops, script, res.error);
   }
 
   /**
@@ -246,8 +246,8 @@ class LibNftablesClient implements NftablesClient {
    * the family, though: with a set there that libnftables would crash on
    * (hazard()), the table's own listing, which loads no other table.
    */
-  private async declarations(): Promise<(NftSet | NftMap)[]> {
-    const cmds = this.hazard() === undefined
+  async #declarations(): Promise<(NftSet | NftMap)[]> {
+    const cmds = this.#hazard() === undefined
       ? [`list sets table ${this.family} ${this.table}`, `list maps ${this.family}`]
       : [`list table ${this.family} ${this.table}`];
     const out: (NftSet | NftMap)[] = [];
@@ -268,7 +268,7 @@ class LibNftablesClient implements NftablesClient {
   }
 
   /** Runs a script, in dry-run mode if asked; the flag is always reset. */
-  private async exec(script: string, dryRun: boolean): Promise<RunResult> {
+  async #exec(script: string, dryRun: boolean): Promise<RunResult> {
     if (!dryRun) return await this.#ctx.run(script);
     this.#ctx.setDryRun(true);
     try {
@@ -279,7 +279,7 @@ class LibNftablesClient implements NftablesClient {
   }
 
   /** Builds the error for a failed script, locating the failed op where it can. */
-  private async explain(
+  async #explain(
     ops: readonly Operation[],
     script: string,
     errorText: string,
@@ -298,7 +298,7 @@ class LibNftablesClient implements NftablesClient {
   /** The dry runs that locate a failure, on this client's context (inside the queue). */
   #probe = {
     fails: async (ops: readonly Operation[]): Promise<boolean> => {
-      const res = await this.exec(renderScript(this.family, this.table, ops), true);
+      const res = await this.#exec(renderScript(this.family, this.table, ops), true);
       return res.rc !== 0;
     },
     dryRunAsFile: async (script: string): Promise<ErrorRecord | undefined> => {
@@ -315,8 +315,8 @@ class LibNftablesClient implements NftablesClient {
   };
 
   /** Runs a listing command; returns null when the object does not exist. */
-  private listing(cmd: string): Promise<string | null> {
-    return this.enqueue(async () => {
+  #listing(cmd: string): Promise<string | null> {
+    return this.#enqueue(async () => {
       const res = await this.#ctx.run(cmd + "\n");
       if (res.rc === 0) return res.output;
       const message = parseErrorText(res.error).map((r) => r.message).join("\n") || `${cmd} failed`;
@@ -327,13 +327,13 @@ class LibNftablesClient implements NftablesClient {
   }
 
   async list(): Promise<TableState | null> {
-    const text = await this.listing(`list table ${this.family} ${this.table}`);
+    const text = await this.#listing(`list table ${this.family} ${this.table}`);
     return text === null ? null : parseTableListing(text, this.family, this.table);
   }
 
   async listChains(): Promise<string[]> {
     // `list chains` takes no table: list the family's and keep ours (no rules are fetched).
-    const text = await this.listing(`list chains ${this.family}`);
+    const text = await this.#listing(`list chains ${this.family}`);
     return text === null ? [] : parseChainNames(text, this.family, this.table);
   }
 
@@ -342,7 +342,7 @@ class LibNftablesClient implements NftablesClient {
       throw new TypeError(`listElements: kind must be "set" or "map", not "${kind}"`);
     }
     if (!IDENTIFIER.test(name)) throw new TypeError(`invalid ${kind} name "${name}"`);
-    const text = await this.listing(`list ${kind} ${this.family} ${this.table} ${name}`);
+    const text = await this.#listing(`list ${kind} ${this.family} ${this.table} ${name}`);
     const state = text === null ? null : parseTableListing(text, this.family, this.table);
     const entry = kind === "set" ? state?.sets.get(name) : state?.maps.get(name);
     if (entry === undefined) {
@@ -358,14 +358,14 @@ class LibNftablesClient implements NftablesClient {
 
   async listChain(name: string): Promise<{ chain: Chain; rules: Rule[] } | null> {
     if (!IDENTIFIER.test(name)) throw new TypeError(`invalid chain name "${name}"`);
-    const text = await this.listing(`list chain ${this.family} ${this.table} ${name}`);
+    const text = await this.#listing(`list chain ${this.family} ${this.table} ${name}`);
     if (text === null) return null;
     return parseTableListing(text, this.family, this.table)?.chains.get(name) ?? null;
   }
 
   async counterPackets(name: string): Promise<number | undefined> {
     if (!IDENTIFIER.test(name)) throw new TypeError(`invalid counter name "${name}"`);
-    const text = await this.listing(`list counter ${this.family} ${this.table} ${name}`);
+    const text = await this.#listing(`list counter ${this.family} ${this.table} ${name}`);
     // `counter NAME { packets N bytes M }`, as nft lists a named counter.
     const m = text === null ? null : /\bpackets (\d+)/.exec(text);
     return m ? Number(m[1]) : undefined;
@@ -375,16 +375,16 @@ class LibNftablesClient implements NftablesClient {
     if (!IDENTIFIER.test(name)) throw new TypeError(`invalid ${kind} name "${name}"`);
     // One kernel lookup over plain netlink: libnftables' `get element` loads every element of
     // every set first (seconds on a big node, for each lookup of a `trace`).
-    const raw = await this.lookupRaw(kind, name, key);
+    const raw = await this.#lookupRaw(kind, name, key);
     if (raw !== undefined) return raw;
-    if (this.hazard() !== undefined) {
+    if (this.#hazard() !== undefined) {
       // `get element` loads every table's sets; listing only this one does not.
       const canon = (parts: readonly string[]) =>
         parts.flatMap((p) => p.split(" . ")).map((p) => canonicalIP(p) ?? p).join(" . ");
       const want = canon(key);
       return (await this.listElements(kind, name)).find((e) => canon(e.key) === want) ?? null;
     }
-    const text = await this.listing(
+    const text = await this.#listing(
       `get element ${this.family} ${this.table} ${name} { ${key.join(" . ")} }`,
     );
     const st = text === null ? null : parseTableListing(text, this.family, this.table);
@@ -393,12 +393,12 @@ class LibNftablesClient implements NftablesClient {
   }
 
   listSets(): Promise<(NftSet | NftMap)[]> {
-    return this.enqueue(() => this.declarations());
+    return this.#enqueue(() => this.#declarations());
   }
 
   async listRules(): Promise<Map<string, { chain: Chain; rules: Rule[] }>> {
     // Terse: libnftables still loads every element first (as for `list chain`), once.
-    const text = await this.enqueue(async () => {
+    const text = await this.#enqueue(async () => {
       this.#ctx.setOutputFlags(BASE_FLAGS | OutputFlag.TERSE);
       try {
         const res = await this.#ctx.run(`list table ${this.family} ${this.table}\n`);
@@ -413,7 +413,7 @@ class LibNftablesClient implements NftablesClient {
   }
 
   /** An element through the raw path, or undefined when it cannot be looked up that way. */
-  private async lookupRaw(
+  async #lookupRaw(
     kind: "set" | "map",
     name: string,
     key: string[],
@@ -431,7 +431,7 @@ class LibNftablesClient implements NftablesClient {
 
   /** Rules per chain, from a netlink rule dump (libnftables would load every element first). */
   ruleCounts(): Promise<ReadonlyMap<string, number>> {
-    return this.enqueue(() => Promise.resolve(dumpRuleCounts(this.family, this.table)));
+    return this.#enqueue(() => Promise.resolve(dumpRuleCounts(this.family, this.table)));
   }
 
   close(): void {

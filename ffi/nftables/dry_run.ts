@@ -24,12 +24,16 @@ export class DryRunNftables implements NftablesClient {
   constructor(
     readonly family: Family,
     readonly table: string,
-    private readonly write: (text: string) => void = (t) => console.log(t),
-  ) {}
+    write: (text: string) => void = (t) => console.log(t),
+  ) {
+    this.#write = write;
+  }
+
+  readonly #write: (text: string) => void;
 
   run(tx: Transaction): Promise<void> {
     if (tx.size > 0) {
-      this.write(
+      this.#write(
         `# dry run: ${tx.size} operations on ${this.family} ${this.table}\n` +
           renderScript(this.family, this.table, tx.ops),
       );

@@ -91,9 +91,11 @@ function readBuffer(p: Deno.PointerValue): string {
 export class NftContext {
   #ptr: Deno.PointerObject | null;
   #inflight: Uint8Array | null = null;
+  readonly #lib: NftLib;
 
   /** A new libnftables context with `flags` (NFT_CTX_*) on `lib`. */
-  constructor(private readonly lib: NftLib = loadLibnftables(), flags = 0) {
+  constructor(lib: NftLib = loadLibnftables(), flags = 0) {
+    this.#lib = lib;
     const p = lib.symbols.nft_ctx_new(0);
     if (p === null) throw new Error("nft_ctx_new failed (out of memory?)");
     this.#ptr = p;
@@ -106,37 +108,37 @@ export class NftContext {
   }
 
   /** The context, or an error once closed. */
-  private get ptr(): Deno.PointerObject {
+  get #live(): Deno.PointerObject {
     if (this.#ptr === null) throw new Error("nftables context is closed");
     return this.#ptr;
   }
 
   /** Sets the output flags (see {@link OutputFlag}). */
   setOutputFlags(flags: number): void {
-    this.lib.symbols.nft_ctx_output_set_flags(this.ptr, flags);
+    this.#lib.symbols.nft_ctx_output_set_flags(this.#live, flags);
   }
 
   /** Turns dry-run mode on or off: commands are validated by the kernel but not committed. */
   setDryRun(on: boolean): void {
-    this.lib.symbols.nft_ctx_set_dry_run(this.ptr, on);
+    this.#lib.symbols.nft_ctx_set_dry_run(this.#live, on);
   }
 
   /** Runs a command buffer on the calling thread. */
   runSync(script: string): RunResult {
-    const ptr = this.ptr;
-    const rc = this.lib.symbols.nft_run_cmd_from_buffer(ptr, cstring(script));
-    return this.collect(ptr, rc);
+    const ptr = this.#live;
+    const rc = this.#lib.symbols.nft_run_cmd_from_buffer(ptr, cstring(script));
+    return this.#collect(ptr, rc);
   }
 
   /** Runs a command buffer on a worker thread, so the event loop keeps running. */
   async run(script: string): Promise<RunResult> {
-    const ptr = this.ptr;
+    const ptr = this.#live;
     // The worker thread reads the buffer: keep it referenced until the call settles.
     const buf = cstring(script);
     this.#inflight = buf;
     try {
-      const rc = await this.lib.symbols.run_async(ptr, buf);
-      return this.collect(ptr, rc);
+      const rc = await this.#lib.symbols.run_async(ptr, buf);
+      return this.#collect(ptr, rc);
     } finally {
       this.#inflight = null;
     }
@@ -149,7 +151,7 @@ export class NftContext {
    * libc or memfd_create is unavailable.
    */
   async runAsFile(script: string): Promise<RunResult> {
-    const ptr = this.ptr;
+    const ptr = this.#live;
     const c = libc();
     const fd = c.memfd_create(cstring("knp-nft-script"), MFD_CLOEXEC);
     if (fd < 0) throw new Error("memfd_create failed");
@@ -164,8 +166,8 @@ export class NftContext {
       const path = cstring(`/proc/self/fd/${fd}`);
       this.#inflight = path;
       try {
-        const rc = await this.lib.symbols.run_file_async(ptr, path);
-        return this.collect(ptr, rc);
+        const rc = await this.#lib.symbols.run_file_async(ptr, path);
+        return this.#collect(ptr, rc);
       } finally {
         this.#inflight = null;
       }
@@ -175,10 +177,10 @@ export class NftContext {
   }
 
   /** This call's output and error text, with its return code. */
-  private collect(ptr: Deno.PointerObject, rc: number): RunResult {
+  #collect(ptr: Deno.PointerObject, rc: number): RunResult {
     // get_*_buffer rewinds the stream, so each read returns only this call's text.
-    const output = readBuffer(this.lib.symbols.nft_ctx_get_output_buffer(ptr));
-    const error = readBuffer(this.lib.symbols.nft_ctx_get_error_buffer(ptr));
+    const output = readBuffer(this.#lib.symbols.nft_ctx_get_output_buffer(ptr));
+    const error = readBuffer(this.#lib.symbols.nft_ctx_get_error_buffer(ptr));
     return { rc, output, error };
   }
 
@@ -190,7 +192,7 @@ export class NftContext {
   /** Frees the context. Idempotent. */
   free(): void {
     if (this.#ptr !== null) {
-      this.lib.symbols.nft_ctx_free(this.#ptr);
+      this.#lib.symbols.nft_ctx_free(this.#ptr);
       this.#ptr = null;
     }
   }

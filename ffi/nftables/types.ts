@@ -160,27 +160,27 @@ export class Transaction {
 
   /** Adds an object, leaving it alone if it exists. */
   add(obj: NftObject): this {
-    return this.push("add", obj);
+    return this.#push("add", obj);
   }
   /** Creates an object, failing if it exists. */
   create(obj: NftObject): this {
-    return this.push("create", obj);
+    return this.#push("create", obj);
   }
   /** Inserts a rule at the start of its chain (or before `position`). */
   insert(obj: Rule): this {
-    return this.push("insert", obj);
+    return this.#push("insert", obj);
   }
   /** Replaces the rule with `obj.handle`. */
   replace(obj: Rule): this {
-    return this.push("replace", obj);
+    return this.#push("replace", obj);
   }
   /** Empties a table, chain, set or map. */
   flush(obj: Table | Chain | Set | Map): this {
-    return this.push("flush", obj);
+    return this.#push("flush", obj);
   }
   /** Deletes an object (a rule by handle, an element by key). */
   delete(obj: NftObject): this {
-    return this.push("delete", obj);
+    return this.#push("delete", obj);
   }
 
   /** Number of queued operations. */
@@ -189,7 +189,7 @@ export class Transaction {
   }
 
   /** Queues one operation. */
-  private push(verb: Verb, obj: NftObject): this {
+  #push(verb: Verb, obj: NftObject): this {
     this.ops.push({ verb, obj });
     return this;
   }

@@ -193,22 +193,24 @@ for (const family of [4, 6] as const) {
  */
 class TeeClient implements NftablesClient {
   readonly fake: MemoryNftables;
-  constructor(private readonly real: NftablesClient) {
+  readonly #real: NftablesClient;
+  constructor(real: NftablesClient) {
+    this.#real = real;
     this.fake = new MemoryNftables(real.family, real.table);
   }
   get family(): Family {
-    return this.real.family;
+    return this.#real.family;
   }
   get table(): string {
-    return this.real.table;
+    return this.#real.table;
   }
   async run(tx: Transaction): Promise<void> {
-    await this.both(tx, (c) => c.run(tx));
+    await this.#both(tx, (c) => c.run(tx));
   }
   async check(tx: Transaction): Promise<void> {
-    await this.both(tx, (c) => c.check(tx));
+    await this.#both(tx, (c) => c.check(tx));
   }
-  private async both(tx: Transaction, f: (c: NftablesClient) => Promise<void>): Promise<void> {
+  async #both(tx: Transaction, f: (c: NftablesClient) => Promise<void>): Promise<void> {
     const outcome = async (c: NftablesClient) => {
       try {
         await f(c);
@@ -218,7 +220,7 @@ class TeeClient implements NftablesClient {
       }
     };
     const fe = await outcome(this.fake);
-    const re = await outcome(this.real);
+    const re = await outcome(this.#real);
     const idx = (e: unknown) => e instanceof NftablesError ? e.failedOperation : undefined;
     assert.equal(
       fe === undefined,
@@ -233,35 +235,35 @@ class TeeClient implements NftablesClient {
     }
   }
   async list(): Promise<TableState | null> {
-    const st = await this.real.list();
+    const st = await this.#real.list();
     assert.deepEqual(summarize(st), summarize(await this.fake.list()));
     return st;
   }
   async listChains(): Promise<string[]> {
-    const chains = await this.real.listChains();
+    const chains = await this.#real.listChains();
     assert.deepEqual([...chains].sort(), await this.fake.listChains());
     return chains;
   }
   async listElements(kind: "set" | "map", name: string): Promise<Element[]> {
-    const es = await this.real.listElements(kind, name);
+    const es = await this.#real.listElements(kind, name);
     const text = (l: Element[]) => l.map((e) => [...e.key, ...(e.value ?? [])].join(" ")).sort();
     assert.deepEqual(text(es), text(await this.fake.listElements(kind, name)));
     return es;
   }
   listChain(name: string): Promise<{ chain: Chain; rules: Rule[] } | null> {
-    return this.real.listChain(name);
+    return this.#real.listChain(name);
   }
   getElement(kind: "set" | "map", name: string, key: string[]): Promise<Element | null> {
-    return this.real.getElement(kind, name, key);
+    return this.#real.getElement(kind, name, key);
   }
   async listSets(): Promise<(NftSet | NftMap)[]> {
-    const ss = await this.real.listSets();
+    const ss = await this.#real.listSets();
     const names = (l: (NftSet | NftMap)[]) => l.map((s) => `${s.kind} ${s.name}`).sort();
     assert.deepEqual(names(ss), names(await this.fake.listSets()));
     return ss;
   }
   close(): void {
-    this.real.close();
+    this.#real.close();
   }
 }
 

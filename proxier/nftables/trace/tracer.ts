@@ -56,11 +56,14 @@ export function trace(reader: RulesetReader, pkt: Packet, env: TraceEnv): Promis
 }
 
 class Tracer {
-  private readonly local: Set<string>;
-  private bases: Promise<Chain[]> | undefined;
+  readonly #local: Set<string>;
+  #bases: Promise<Chain[]> | undefined;
 
-  constructor(private readonly reader: RulesetReader, env: TraceEnv) {
-    this.local = new Set(env.nodeIPs.map(canon));
+  readonly #reader: RulesetReader;
+
+  constructor(reader: RulesetReader, env: TraceEnv) {
+    this.#reader = reader;
+    this.#local = new Set(env.nodeIPs.map(canon));
   }
 
   async run(p: Packet): Promise<TraceResult> {
@@ -79,7 +82,7 @@ class Tracer {
       steps: [],
     };
     const branches: Branch[] = [];
-    for (const [pkt, hook, verdict] of await this.walk(start, p.from)) {
+    for (const [pkt, hook, verdict] of await this.#walk(start, p.from)) {
       const b = {
         verdict,
         masquerade: pkt.masq,
@@ -114,13 +117,13 @@ class Tracer {
   }
 
   /** Walks the hooks in kernel order, forking where rules fork. */
-  private async walk(start: Pkt, from: Packet["from"]): Promise<[Pkt, string, Verdict][]> {
+  async #walk(start: Pkt, from: Packet["from"]): Promise<[Pkt, string, Verdict][]> {
     let live: Pkt[] = [start];
     const done: [Pkt, string, Verdict][] = [];
     const pass = async (hook: Hook, pkts: Pkt[]): Promise<Pkt[]> => {
       const next: Pkt[] = [];
       for (const p of pkts) {
-        for (const r of await this.runHook(hook, p)) {
+        for (const r of await this.#runHook(hook, p)) {
           if (r.v === "drop" || r.v === "reject") {
             done.push([r.pkt, hook, r.v === "drop" ? "DROP" : "REJECT"]);
           } else next.push(r.pkt);
@@ -130,7 +133,7 @@ class Tracer {
     };
     for (const h of HOOK_ORDER[from]) live = await pass(h, live);
     for (const p of live) {
-      const toLocal = isLocal(p.daddr, this.local);
+      const toLocal = isLocal(p.daddr, this.#local);
       let ps = [p];
       if (from === "host") {
         ps = await pass("postrouting", ps);
@@ -149,9 +152,9 @@ class Tracer {
   }
 
   /** Runs every base chain of a hook in priority order. */
-  private async runHook(hook: Hook, pkt: Pkt): Promise<Res[]> {
-    this.bases ??= this.reader.baseChains();
-    const chains = (await this.bases).filter((c) => c.hook === hook)
+  async #runHook(hook: Hook, pkt: Pkt): Promise<Res[]> {
+    this.#bases ??= this.#reader.baseChains();
+    const chains = (await this.#bases).filter((c) => c.hook === hook)
       .sort((a, b) => (a.priority ?? 0) - (b.priority ?? 0));
     let live: Res[] = [{ pkt, v: "accept" }];
     for (const c of chains) {
@@ -161,7 +164,7 @@ class Tracer {
           next.push(r);
           continue;
         }
-        for (const o of await this.runChain(c.name, r.pkt, 0, hook)) {
+        for (const o of await this.#runChain(c.name, r.pkt, 0, hook)) {
           next.push({ pkt: o.pkt, v: o.v === "drop" || o.v === "reject" ? o.v : "accept" });
         }
       }
@@ -170,15 +173,15 @@ class Tracer {
     return live;
   }
 
-  private async runChain(name: string, pkt: Pkt, depth: number, hook: string): Promise<Res[]> {
+  async #runChain(name: string, pkt: Pkt, depth: number, hook: string): Promise<Res[]> {
     if (depth > 16) throw new Error(`chain recursion too deep at ${name}`);
-    const rules = await this.reader.rules(name);
+    const rules = await this.#reader.rules(name);
     if (!rules) throw new Error(`jump to missing chain ${name}`);
-    return this.runFrom(rules, 0, pkt, depth, { hook, chain: name });
+    return this.#runFrom(rules, 0, pkt, depth, { hook, chain: name });
   }
 
   /** Runs rules[i..]; "return" means fell off the end or hit `return`. */
-  private async runFrom(
+  async #runFrom(
     rules: Rule[],
     i: number,
     pkt: Pkt,
@@ -187,19 +190,19 @@ class Tracer {
   ): Promise<Res[]> {
     if (i >= rules.length) return [{ pkt, v: "return" }];
     const out: Res[] = [];
-    for (const r of await this.runRule(rules[i].rule, pkt, depth, at)) {
-      if (r.v === "next") out.push(...await this.runFrom(rules, i + 1, r.pkt, depth, at));
+    for (const r of await this.#runRule(rules[i].rule, pkt, depth, at)) {
+      if (r.v === "next") out.push(...await this.#runFrom(rules, i + 1, r.pkt, depth, at));
       else out.push(r);
     }
     return out;
   }
 
-  private async element(name: string, key: string[]): Promise<Element | undefined> {
-    return await this.reader.element(name, key.map(canon));
+  async #element(name: string, key: string[]): Promise<Element | undefined> {
+    return await this.#reader.element(name, key.map(canon));
   }
 
   /** Applies a verdict word to the rest of the trace. */
-  private async verdict(
+  async #verdict(
     word: string,
     target: string | undefined,
     pkt: Pkt,
@@ -214,17 +217,17 @@ class Tracer {
       case "reject":
         return [{ pkt: { ...pkt, cause: pkt.cause ?? at }, v: word }];
       case "jump":
-        return (await this.runChain(target!, pkt, depth + 1, at.hook)).map((r) =>
+        return (await this.#runChain(target!, pkt, depth + 1, at.hook)).map((r) =>
           r.v === "return" ? { pkt: r.pkt, v: "next" } : r
         );
       case "goto":
         // A goto's chain returning ends the calling chain too.
-        return await this.runChain(target!, pkt, depth + 1, at.hook);
+        return await this.#runChain(target!, pkt, depth + 1, at.hook);
     }
     throw new Error(`unknown verdict ${word}`);
   }
   /** Evaluates one rule; returns every possible result (numgen forks). */
-  private runRule(rule: string, pkt0: Pkt, depth: number, at: Step): Promise<Res[]> {
+  #runRule(rule: string, pkt0: Pkt, depth: number, at: Step): Promise<Res[]> {
     const t = ruleWords(rule);
     const run: RuleRun = {
       t,
@@ -235,25 +238,25 @@ class Tracer {
       },
       go: async (i, pkt) => {
         if (i >= t.length) return [{ pkt, v: "next" }];
-        return await (this.statement(run, i, pkt) ?? this.nat(run, i, pkt) ??
-          this.match(run, i, pkt));
+        return await (this.#statement(run, i, pkt) ?? this.#nat(run, i, pkt) ??
+          this.#match(run, i, pkt));
       },
     };
     return run.go(0, pkt0);
   }
 
   /** Verdicts, `ct`, `fib`, `numgen`, `meta mark set` and `update` at word i; else undefined. */
-  private statement(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> | Res[] | undefined {
+  #statement(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> | Res[] | undefined {
     const { t, fail, here, depth, go } = run;
     const w = t[i];
     const miss: Res[] = [{ pkt, v: "next" }];
     if (w === "accept" || w === "drop" || w === "reject" || w === "return") {
       if (i !== t.length - 1) fail(`tokens after ${w}`);
-      return this.verdict(w, undefined, fork(pkt, here), depth, here);
+      return this.#verdict(w, undefined, fork(pkt, here), depth, here);
     }
     if (w === "jump" || w === "goto") {
       if (i !== t.length - 2) fail(`tokens after ${w}`);
-      return this.verdict(w, t[i + 1], fork(pkt, here), depth, here);
+      return this.#verdict(w, t[i + 1], fork(pkt, here), depth, here);
     }
     if (w === "ct" && t[i + 1] === "state" && t[i + 2] === "new") return go(i + 3, pkt);
     if (w === "ct" && t[i + 1] === "status" && t[i + 2] === "dnat") {
@@ -261,9 +264,9 @@ class Tracer {
     }
     if (w === "fib" && t[i + 2] === "type" && t[i + 3] === "local") {
       const a = t[i + 1] === "daddr" ? pkt.daddr : t[i + 1] === "saddr" ? pkt.saddr : fail("fib");
-      return isLocal(a, this.local) ? go(i + 4, pkt) : miss;
+      return isLocal(a, this.#local) ? go(i + 4, pkt) : miss;
     }
-    if (w === "numgen") return this.numgen(run, i, pkt);
+    if (w === "numgen") return this.#numgen(run, i, pkt);
     if (w === "meta" && t[i + 1] === "mark" && t[i + 2] === "set") {
       if (t[i + 3] !== "meta" || t[i + 4] !== "mark") fail("mark set");
       const op = t[i + 5], v = Number(t[i + 6]);
@@ -283,7 +286,7 @@ class Tracer {
   }
 
   /** `numgen random mod N M`: either outcome is possible, so both are traced with their share. */
-  private async numgen(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> {
+  async #numgen(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> {
     const { t, fail } = run;
     if (t[i + 1] !== "random" || t[i + 2] !== "mod") fail("numgen");
     const mod = Number(t[i + 3]), val = Number(t[i + 4]);
@@ -295,14 +298,14 @@ class Tracer {
   }
 
   /** `dnat` and `masquerade` at word i (each ends the rule); else undefined. */
-  private nat(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> | Res[] | undefined {
+  #nat(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> | Res[] | undefined {
     const { t, fail, here } = run;
     const w = t[i];
     if (w === "dnat") {
       let j = i + 1;
       if (t[j] === "ip" || t[j] === "ip6") j++;
       if (t[j] === "to" && t[t.length - 2] === "map") {
-        return this.dnatMap(t, j + 1, pkt, fail, here);
+        return this.#dnatMap(t, j + 1, pkt, fail, here);
       }
       if (t[j] !== "to" || j + 2 !== t.length) fail("dnat");
       const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(t[j + 1]) ?? fail("dnat target");
@@ -324,7 +327,7 @@ class Tracer {
   }
 
   /** Selector expressions at word i: sel (. sel)* then a relation, set lookup or vmap. */
-  private async match(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> {
+  async #match(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> {
     const { t, fail, here, depth } = run;
     const miss: Res[] = [{ pkt, v: "next" }];
     const values: string[] = [];
@@ -339,11 +342,11 @@ class Tracer {
     if (t[j] === "vmap") {
       const ref = t[j + 1];
       if (!ref?.startsWith("@") || j + 2 !== t.length) fail("vmap");
-      const e = await this.element(ref.slice(1), values);
+      const e = await this.#element(ref.slice(1), values);
       if (!e) return miss;
       const [word, target] = (e.value ?? []).join(" ").split(" ");
       const step = { ...here, element: describe(ref.slice(1), e) };
-      return this.verdict(word, target, fork(pkt, step), depth, step);
+      return this.#verdict(word, target, fork(pkt, step), depth, step);
     }
     let neg = false;
     if (t[j] === "!=") {
@@ -353,7 +356,7 @@ class Tracer {
     const rhs = t[j] ?? fail("missing value");
     let hit: boolean;
     if (rhs.startsWith("@")) {
-      hit = (await this.element(rhs.slice(1), values)) !== undefined;
+      hit = (await this.#element(rhs.slice(1), values)) !== undefined;
     } else {
       if (values.length !== 1) fail("concatenation compared to a literal");
       hit = matchLiteral(values[0], rhs, fail);
@@ -367,7 +370,7 @@ class Tracer {
    * bucket. A bucket without an element is a lookup miss: the rule does not
    * match and the packet goes on un-NATed.
    */
-  private async dnatMap(
+  async #dnatMap(
     t: string[],
     from: number,
     pkt: Pkt,
@@ -380,7 +383,7 @@ class Tracer {
     const out: Res[] = [];
     for (let b = 0; b < n; b++) {
       const key = fixed.map((v) => v ?? String(b));
-      const e = await this.element(ref.slice(1), key);
+      const e = await this.#element(ref.slice(1), key);
       if (e === undefined || e.value === undefined) {
         out.push({ pkt: fork(pkt, undefined, 1 / n), v: "next" });
         continue;
