@@ -16,7 +16,7 @@
  */
 import type { BuildContext } from "./context.ts";
 import { N } from "./names.ts";
-import type { ChainSpec } from "./skeleton.ts";
+import type { Chain } from "../../ffi/nftables/types.ts";
 
 /** The chain holding the reject rules. */
 export const LOCALHOST_CHAIN = "localhost-nodeports-check";
@@ -39,8 +39,11 @@ export function localhostJump(ctx: BuildContext): string {
   return `${ctx.ip} daddr ${loopback(ctx)} jump ${LOCALHOST_CHAIN}`;
 }
 
-/** The check chain with its counters: UDP and SCTP to a NodePort (served or not) are rejected. */
-export function localhostChain(): ChainSpec {
+/**
+ * The check chain with its counters: UDP and SCTP to a NodePort (served or not) are rejected.
+ * (A skeleton ChainSpec; typed here without importing skeleton.ts, which imports this.)
+ */
+export function localhostChain(): { chain: Chain; rules: string[]; counters: string[] } {
   const rules: string[] = [];
   for (const [proto] of LOCALHOST_REJECTED) {
     for (const map of [N.serviceNodePorts, N.noEndpointNodePorts]) {
