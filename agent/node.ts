@@ -21,6 +21,7 @@ import type { NetOps } from "./localhost/listener.ts";
 import { LocalhostProxy } from "./localhost/proxy.ts";
 import { localhostFamilies, loopbackSelection } from "./localhost/selection.ts";
 import { registerRejectedPackets } from "./localhost/rejected_metric.ts";
+import { raiseFileLimit } from "../ffi/rlimit.ts";
 import type { ConntrackRunner } from "../conntrack/runner.ts";
 import type { NftablesClient } from "../ffi/nftables/types.ts";
 import type { MonitorHandlers } from "../ffi/nftables/netlink/monitor.ts";
@@ -194,6 +195,7 @@ export async function buildNode(
     opts.log.info("Serving NodePorts on localhost through a userspace proxy (KEP-6032)", {
       ipFamilies: localhost.families.map(familyLabel),
     });
+    raiseFileLimitFor(opts.log, opts.localhostNet !== undefined);
   }
   let monitor: ForeignChanges | undefined;
   try {
@@ -243,6 +245,31 @@ export async function buildNode(
       for (const c of Object.values(nft)) c.close();
     },
   };
+}
+
+/**
+ * Two descriptors per proxied connection: the soft open-file limit goes up to the hard one, as
+ * Go's runtime does for kube-proxy (a container's soft limit is often 1024). Not with a fake
+ * network (unit tests), which holds no descriptors.
+ */
+function raiseFileLimitFor(log: Logger, fake: boolean): void {
+  if (fake) return;
+  try {
+    const { before, after } = raiseFileLimit();
+    if (before.soft !== after.soft) {
+      log.info("Raised the open-file limit for the localhost NodePort proxy", {
+        from: before.soft,
+        to: after.soft,
+      });
+    }
+  } catch (err) {
+    log.warn(
+      "Could not raise the open-file limit; proxied connections may run out of descriptors",
+      {
+        err: String(err),
+      },
+    );
+  }
 }
 
 /** The informers' callbacks, each bound to the engine's `record*` (the one route of an event). */

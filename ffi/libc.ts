@@ -30,6 +30,8 @@ export const SYMBOLS = {
     result: "i32",
     nonblocking: true,
   },
+  getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
   strerror: { parameters: ["i32"], result: "pointer" },
 } as const satisfies Deno.ForeignLibraryInterface;

@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import dgram from "node:dgram";
+import { run } from "../netns.ts";
 import { AgentProcess, eventually, httpGet } from "./fixtures/agent_process.ts";
 import { startAgent } from "./fixtures/agent_under_test.ts";
 import { attachTopology, metric, nft, node, serviceCIDR } from "./fixtures/inner_steps.ts";
@@ -59,6 +60,19 @@ function refused(host: string, port: number) {
   );
 }
 
+/** The soft and hard "Max open files" of a process. */
+function openFileLimits(pid: number): [string, string] {
+  const line = Deno.readTextFileSync(`/proc/${pid}/limits`).split("\n")
+    .find((l) => l.startsWith("Max open files"))!;
+  const [soft, hard] = line.replace("Max open files", "").trim().split(/\s+/);
+  return [soft, hard];
+}
+
+/** This process's hard open-file limit. */
+function hardLimit(): string {
+  return openFileLimits(Deno.pid)[1];
+}
+
 async function metrics(base: string): Promise<string> {
   return (await httpGet(`${base}/metrics`)).body;
 }
@@ -97,8 +111,16 @@ Deno.test({
       await t.step(
         "restart with loopback added: listeners appear (kubernetes#142183)",
         async () => {
-          await aut.restart([WITH_LOOPBACK]);
+          // A container's soft open-file limit is often 1024: the agent raises it to the hard one.
+          await run(["prlimit", `--pid=${Deno.pid}`, "--nofile=1024:"]);
+          try {
+            await aut.restart([WITH_LOOPBACK]);
+          } finally {
+            await run(["prlimit", `--pid=${Deno.pid}`, `--nofile=${hardLimit()}:`]);
+          }
           await aut.healthy();
+          const [soft, hard] = openFileLimits(aut.agent.pid);
+          assert.ok(soft === hard && hard !== "1024", `agent's open-file limits ${soft}/${hard}`);
           await reachesOnly("127.0.0.1", 30100, ["a", "b"]);
           await reachesOnly("::1", 30101, ["a", "b"]);
           const m = await metrics(aut.metrics);
