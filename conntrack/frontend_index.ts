@@ -12,8 +12,8 @@
  */
 import type { IpFamily } from "../net/family.ts";
 import type { EndpointInfo, ProxyState, ServicePortInfo } from "../proxier/model.ts";
-import { parseCIDR, type ParsedCIDR } from "../net/cidr.ts";
-import { canonicalIP } from "../net/ip.ts";
+import { cidrContains, parseCIDR, type ParsedCIDR } from "../net/cidr.ts";
+import { canonicalIP, canonicalText, type ParsedIP, parseIP } from "../net/ip.ts";
 
 /** Canonical text of a model address; throws naming the field when it is malformed. */
 export function mustCanonical(ip: string, what: string): string {
@@ -111,16 +111,32 @@ export function buildFrontendIndex(state: ProxyState, opts: IndexOptions = {}): 
 
 /** One service port's share of the index: canonical addresses, validated on the main thread. */
 export interface IndexEntry {
-  /** Its ClusterIP ("" for none): service space whatever the protocol. */
+  /**
+   * Its ClusterIP, service space whatever the protocol; "" for none, and for one inside the
+   * ServiceCIDRs, which mark it as service space already (see {@link indexUpdate}).
+   */
   clusterIP: string;
   /** UDP ports only: the frontend IPs, port, NodePort (0: none) and serving endpoint IPs. */
   udp?: { ips: string[]; port: number; nodePort: number; eps: string[] };
 }
 
-/** The entry of one service port. Throws, naming the port, on an address that is not an IP. */
-export function indexEntry(svc: ServicePortInfo, eps: readonly EndpointInfo[] = []): IndexEntry {
-  const clusterIP = svc.clusterIP ? mustCanonical(svc.clusterIP, `ClusterIP of ${svc.id}`) : "";
-  if (svc.protocol !== "UDP") return { clusterIP };
+/**
+ * The entry of one service port, or null when it adds nothing to the index (not UDP, and its
+ * ClusterIP `inRanges`). Throws, naming the port, on an address that is not an IP.
+ */
+export function indexEntry(
+  svc: ServicePortInfo,
+  eps: readonly EndpointInfo[] = [],
+  inRanges: (ip: ParsedIP) => boolean = () => false,
+): IndexEntry | null {
+  let clusterIP = "";
+  if (svc.clusterIP) {
+    // Parsed once: most ClusterIPs are in range and need no canonical text at all.
+    const p = parseIP(svc.clusterIP);
+    if (p === null) mustCanonical(svc.clusterIP, `ClusterIP of ${svc.id}`); // throws
+    else if (!inRanges(p)) clusterIP = canonicalText(svc.clusterIP, p);
+  }
+  if (svc.protocol !== "UDP") return clusterIP === "" ? null : { clusterIP };
   // Serving endpoints only; traffic policy, topology and termination are ignored so that a UDP
   // flow lives exactly as long as a TCP one to the same endpoint would.
   const served = new Set<string>();
@@ -143,15 +159,26 @@ export interface IndexUpdate {
 /**
  * The update for `ids` (changed or deleted service port ids) of `state`, or with `ids`
  * undefined a reset holding every port of the state. Cost: O(ids).
+ *
+ * A ClusterIP inside the state's ServiceCIDRs is left out: the index's ranges already make it
+ * service space, and at 60k TCP-only Services the entries would otherwise hold 15 MB for
+ * nothing. An update is therefore only valid with the ServiceCIDRs it was made with: when they
+ * change, post a reset (the {@link ReconcileWorker} does).
  */
 export function indexUpdate(state: ProxyState, ids?: Iterable<string>): IndexUpdate {
+  const ranges = state.serviceCIDRs.flatMap((c) => parseCIDR(c) ?? []);
+  const inRanges = (p: ParsedIP) => ranges.some((r) => cidrContains(r, p));
   const entries: [string, IndexEntry | null][] = [];
   const entryOf = (id: string): IndexEntry | null => {
     const svc = state.services.get(id);
     if (svc === undefined || svc.family !== state.family) return null;
-    return indexEntry(svc, state.endpoints.get(id));
+    return indexEntry(svc, state.endpoints.get(id), inRanges);
   };
-  for (const id of ids ?? state.services.keys()) entries.push([id, entryOf(id)]);
+  for (const id of ids ?? state.services.keys()) {
+    const e = entryOf(id);
+    // A reset only carries what adds something; an update also says what is gone.
+    if (e !== null || ids !== undefined) entries.push([id, e]);
+  }
   return { family: state.family, reset: ids === undefined, entries };
 }
 

@@ -29,6 +29,10 @@ const V6 = servicePort("ns/v6:dns", { protocol: "UDP", family: 6, clusterIP: "20
 
 Deno.test("indexEntry: TCP ports give their ClusterIP only; UDP ones frontends and serving endpoints", () => {
   assert.deepEqual(indexEntry(WEB, [ep("198.18.1.1")]), { clusterIP: "198.19.0.20" });
+  // Inside the ServiceCIDRs a TCP port adds nothing; a UDP one keeps its frontends.
+  assert.equal(indexEntry(WEB, [], () => true), null);
+  assert.equal(indexEntry(DNS, [], () => true)?.clusterIP, "");
+  assert.deepEqual(indexEntry(DNS, [], () => true)?.udp?.ips, ["198.19.0.10", "198.18.50.1"]);
   assert.deepEqual(
     indexEntry(DNS, [ep("198.18.1.1"), ep("198.18.1.2", { ready: false, serving: false })]),
     {
@@ -60,7 +64,11 @@ Deno.test("IndexEntries: a reset then per-sync updates give the index of the fin
     "198.18.1.3",
     "198.18.1.4",
   ]);
-  assert.deepEqual([...got.clusterIPs].sort(), ["198.19.0.10", "198.19.0.11"]);
+  // Both ClusterIPs are inside the ServiceCIDR: the range already makes them service space.
+  assert.deepEqual([...got.clusterIPs], []);
+  const bare = { ...s2, serviceCIDRs: [] };
+  assert.deepEqual([...buildFrontendIndex(bare).clusterIPs].sort(), ["198.19.0.10", "198.19.0.11"]);
   // The IPv6 port never enters the IPv4 index.
-  assert.equal(indexUpdate(s1).entries.find(([id]) => id === V6.id)![1], null);
+  assert.equal(indexUpdate(s1).entries.find(([id]) => id === V6.id), undefined);
+  assert.deepEqual(indexUpdate(s1, [V6.id]).entries, [[V6.id, null]]);
 });

@@ -92,8 +92,9 @@ export class ReconcileWorker {
   >();
   private readonly client: WorkerClientSpec;
   private closed = false;
-  /** Families whose entries the current thread holds (a fresh thread holds none). */
-  private readonly fed = new Set<IpFamily>();
+  /** Families whose entries the current thread holds (a fresh thread holds none), with the
+   * ServiceCIDRs the entries were made with (see indexUpdate). */
+  private readonly fed = new Map<IpFamily, string>();
 
   /** Prepares a worker; the thread starts on the first request. */
   constructor(opts: ReconcileWorkerOptions = {}) {
@@ -114,7 +115,7 @@ export class ReconcileWorker {
         new Error(`reconcile: state is for IPv${state.family} but IPv${family} was asked for`),
       );
     }
-    if (this.fed.has(family)) {
+    if (this.fed.get(family) === state.serviceCIDRs.join(",")) {
       const kept = { family, serviceCIDRs: [...state.serviceCIDRs], nodePortIPs: opts.nodePortIPs };
       return this.enqueue(() => this.send({ kept }, opts));
     }
@@ -136,8 +137,10 @@ export class ReconcileWorker {
   updateIndex(family: IpFamily, state: ProxyState, ids: Iterable<string>): void {
     if (this.closed) return;
     let update: IndexUpdate;
+    const ranges = state.serviceCIDRs.join(",");
     try {
-      update = indexUpdate(state, this.fed.has(family) ? ids : undefined);
+      // Entries leave out ClusterIPs inside the ServiceCIDRs: new ServiceCIDRs, new entries.
+      update = indexUpdate(state, this.fed.get(family) === ranges ? ids : undefined);
     } catch (err) {
       // The thread's copy would miss this sync: reconciles build from the state until a reset.
       this.fed.delete(family);
@@ -146,7 +149,7 @@ export class ReconcileWorker {
     const worker = this.start();
     // Messages are handled in order, so a reconcile posted later sees this update.
     worker.postMessage({ id: 0, update, client: this.client } satisfies Request);
-    this.fed.add(family);
+    this.fed.set(family, ranges);
   }
 
   /**

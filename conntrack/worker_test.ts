@@ -184,3 +184,28 @@ Deno.test("worker updateIndex rejects a malformed address and falls back to the 
     w.close();
   }
 });
+
+Deno.test("worker index: new ServiceCIDRs make the next update a reset", async () => {
+  // DNS is deleted but a TCP port keeps its ClusterIP: inside the ServiceCIDR it needs no entry,
+  // outside (the ServiceCIDR gone) it does, or DNATed flows to it would be kept.
+  const web = servicePort("ns/web:", { protocol: "TCP", clusterIP: "198.19.0.10", port: 80 });
+  const list = entries(30);
+  const inRange: ProxyState = {
+    ...STATE,
+    services: new Map([[web.id, web]]),
+    endpoints: new Map(),
+  };
+  const outOfRange: ProxyState = { ...inRange, serviceCIDRs: [] };
+  const w = new ReconcileWorker({ client: fake(list) });
+  try {
+    w.updateIndex(4, inRange, []);
+    const a = await w.reconcile(4, inRange);
+    assert.deepEqual(a.byReason, reconcile(new FakeConntrack(list), 4, inRange).byReason);
+    w.updateIndex(4, outOfRange, []); // no id changed, but the ranges did
+    const b = await w.reconcile(4, outOfRange);
+    assert.deepEqual(b.byReason, reconcile(new FakeConntrack(list), 4, outOfRange).byReason);
+    assert.ok(b.byReason["deleted-frontend"] > 0, "flows to the ClusterIP are judged by it");
+  } finally {
+    w.close();
+  }
+});
