@@ -230,7 +230,11 @@ async function inner(): Promise<void> {
       p50us: +(lat.proxy.p50 - lat.direct.p50).toFixed(1),
       p99us: +(lat.proxy.p99 - lat.direct.p99).toFixed(1),
     });
-    emit({ measure: "agent idle", agentFds: fds(aut.agent.pid) });
+    emit({
+      measure: "agent idle",
+      agentFds: fds(aut.agent.pid),
+      agentRssMiB: +rssMiB(aut.agent.pid).toFixed(1),
+    });
     emit(await concurrent(CONNS, aut.agent.pid));
     await new Promise((r) => setTimeout(r, 2000));
     emit({
