@@ -214,6 +214,3 @@ export class Logger {
     return safeJson(o);
   }
 }
-
-/** Process-wide default logger; main.ts reconfigures it from the flags. */
-export const log: Logger = new Logger();

@@ -11,7 +11,7 @@
 import { Gauge, Histogram, type Registry } from "prom-client";
 
 /** Lateness buckets (s): the idle target is "no stall over 50 ms". */
-export const STALL_BUCKETS: readonly number[] = [
+const STALL_BUCKETS: readonly number[] = [
   0.005,
   0.01,
   0.025,

@@ -18,7 +18,7 @@ import type { ProxyInformerHandlers } from "./kube/informers.ts";
 import type { V1Node } from "../proxier/k8s_types.ts";
 
 /** The Warning Event posted before exiting for an IP change (upstream posts none). */
-export const NODE_IPS_CHANGED: NodeEvent = {
+const NODE_IPS_CHANGED: NodeEvent = {
   type: "Warning",
   reason: "NodeIPsChanged",
   action: "StopKubeProxy",
@@ -26,7 +26,7 @@ export const NODE_IPS_CHANGED: NodeEvent = {
 };
 
 /** The Warning Event posted before exiting for the Node's deletion (upstream posts none). */
-export const NODE_DELETED: NodeEvent = {
+const NODE_DELETED: NodeEvent = {
   type: "Warning",
   reason: "NodeDeleted",
   action: "StopKubeProxy",

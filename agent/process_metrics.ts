@@ -66,7 +66,7 @@ export function parseProc(
 }
 
 /** Reads this process's figures now. */
-export function sampleProc(): ProcSample {
+function sampleProc(): ProcSample {
   const s = parseProc(read("/proc/self/stat"), read("/proc/stat"), read("/proc/self/limits"));
   const fdSize = read("/proc/self/status")?.match(/^FDSize:\s+(\d+)/m);
   try {

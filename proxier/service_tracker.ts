@@ -16,7 +16,7 @@ import { consoleLog, type LogFn } from "../net/log.ts";
 import { sameStrings } from "../net/arrays.ts";
 
 /** Default ClientIP affinity timeout (3 hours), as the API server defaults it. */
-export const DEFAULT_STICKY_MAX_AGE_SECONDS = 10800;
+const DEFAULT_STICKY_MAX_AGE_SECONDS = 10800;
 
 const PROTOCOLS: ReadonlySet<string> = new Set(["TCP", "UDP", "SCTP"]);
 
@@ -26,7 +26,7 @@ export function objectKey(namespace: string, name: string): string {
 }
 
 /** `namespace/name` of an object, or null when either is missing. */
-export function metaKey(
+function metaKey(
   obj: { metadata?: { namespace?: string; name?: string } } | null,
 ): string | null {
   const ns = obj?.metadata?.namespace;

@@ -26,7 +26,7 @@ import { loadKubeConfig } from "../kube/kubeconfig.ts";
 export type Obj = { kind?: string; metadata?: { name?: string }; items?: Obj[] };
 
 /** The API objects in a file: YAML documents (`---`), a JSON object, or a List of them. */
-export function readObjects(path: string): Obj[] {
+function readObjects(path: string): Obj[] {
   const out: Obj[] = [];
   const push = (o: unknown) => {
     if (o === null || typeof o !== "object") return;
@@ -42,7 +42,7 @@ export function readObjects(path: string): Obj[] {
 }
 
 /** Records objects into a node's engine, as its informers would deliver them. */
-export function recordObjects(engine: SyncEngine, objs: Obj[], nodeName: string): void {
+function recordObjects(engine: SyncEngine, objs: Obj[], nodeName: string): void {
   const h = informerHandlers(engine);
   for (const o of objs) {
     switch (o.kind) {
@@ -63,7 +63,7 @@ export function recordObjects(engine: SyncEngine, objs: Obj[], nodeName: string)
 }
 
 /** Lists Services, EndpointSlices, this Node and ServiceCIDRs once, through the agent's informers. */
-export async function recordFromAPI(
+async function recordFromAPI(
   engine: SyncEngine,
   opts: { kubeconfig?: string; master?: string; nodeName: string },
 ): Promise<void> {

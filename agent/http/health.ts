@@ -23,7 +23,7 @@ import type { ProxyMetrics } from "../metrics.ts";
 import { splitHostPort } from "../flags.ts";
 
 /** Taint the cluster autoscaler puts on nodes it is about to delete. */
-export const TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler";
+const TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler";
 
 /** Go's zero time, which upstream reports before the first sync. */
 const ZERO_TIME = "0001-01-01T00:00:00Z";

@@ -27,7 +27,7 @@ export interface NodeEvent {
 }
 
 /** The start-up Event's content. */
-export const STARTING: NodeEvent = {
+const STARTING: NodeEvent = {
   type: "Normal",
   reason: "Starting",
   action: "StartKubeProxy",

@@ -22,11 +22,11 @@ import {
 } from "./watch_supervisor.ts";
 
 /** Label selector of kube-proxy's EndpointSlice informer. */
-export const ENDPOINTSLICE_SELECTOR =
+const ENDPOINTSLICE_SELECTOR =
   "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
 
 /** Label selector of kube-proxy's Service informer (skip services owned by another proxy). */
-export const SERVICE_SELECTOR = "!service.kubernetes.io/service-proxy-name";
+const SERVICE_SELECTOR = "!service.kubernetes.io/service-proxy-name";
 
 /** Handlers for every resource, all optional. */
 export interface ProxyInformerHandlers {

@@ -33,7 +33,7 @@ export interface KubeCredentials {
 export const TOKEN_REREAD_MS = 60_000;
 
 /** A bearer token file, re-read at most once per {@link TOKEN_REREAD_MS}. */
-export class FileToken {
+class FileToken {
   #token: string;
   #readAt: number;
   readonly #now: () => number;

@@ -100,7 +100,7 @@ const obj = (v: unknown): Raw | undefined =>
   v !== null && typeof v === "object" && !Array.isArray(v) ? v as Raw : undefined;
 
 /** `p` made absolute against `dir` (client-go resolves only non-empty relative paths). */
-export function resolvePath(dir: string, p: string | undefined): string | undefined {
+function resolvePath(dir: string, p: string | undefined): string | undefined {
   if (p === undefined || p.startsWith("/")) return p;
   return normalize(`${dir}/${p}`);
 }
@@ -116,7 +116,7 @@ function normalize(path: string): string {
 }
 
 /** The directory of `file`, absolute. */
-export function dirOf(file: string): string {
+function dirOf(file: string): string {
   const abs = file.startsWith("/") ? file : `${Deno.cwd()}/${file}`;
   return normalize(abs.slice(0, abs.lastIndexOf("/")) || "/");
 }

@@ -28,7 +28,7 @@ export interface NodeBackoff {
 }
 
 /** The backoff upstream's getNodeIPs uses. */
-export const NODE_BACKOFF: NodeBackoff = { steps: 6, initialMs: 1000, factor: 2, jitter: 0.2 };
+const NODE_BACKOFF: NodeBackoff = { steps: 6, initialMs: 1000, factor: 2, jitter: 0.2 };
 
 /** Options of {@link fetchNode}. */
 export interface FetchNodeOptions {

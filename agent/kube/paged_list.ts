@@ -33,7 +33,7 @@ export interface ListResult {
 }
 
 /** Items per page, as client-go's reflector asks for. */
-export const PAGE_SIZE = 500;
+const PAGE_SIZE = 500;
 
 /** Lists `path` page by page; `slim` reduces each item. Throws ApiStatusError on HTTP errors. */
 export async function pagedList(

@@ -38,7 +38,7 @@ const interned = new Map<string, string>();
 const INTERN_MAX = 100_000;
 
 /** The shared copy of `v` when it is a string. */
-export function intern<T>(v: T): T {
+function intern<T>(v: T): T {
   if (typeof v !== "string") return v;
   const hit = interned.get(v);
   if (hit !== undefined) return hit as T;

@@ -47,7 +47,7 @@ export interface OpenConntrackOptions {
   /**
    * Delete over a raw netlink socket with CTA_ID (default true). False uses
    * `nfct_query(NFCT_Q_DESTROY)`, which matches on the tuple only (see
-   * {@link FfiConntrackClient.exactDeletes}).
+   * the client's `exactDeletes`).
    */
   exactDeletes?: boolean;
 }
@@ -64,7 +64,7 @@ const RCVBUF = 1 << 20;
  * {@link ConntrackClient} over libnetfilter_conntrack (dump) and a libmnl
  * netlink socket (delete). One instance per network namespace it was opened in.
  */
-export class FfiConntrackClient implements ConntrackClient {
+class FfiConntrackClient implements ConntrackClient {
   readonly #libs: ConntrackLibs;
   #dumpHandle: Deno.PointerValue = null;
   #queryHandle: Deno.PointerValue = null;

@@ -58,7 +58,7 @@ export function parseIpv4(s: string): number {
 // ---------------------------------------------------------------------------
 
 /** nlmsghdr (16) + nfgenmsg (4). */
-export const NLMSG_CT_HDRLEN: number = NFNL_HDRLEN;
+const NLMSG_CT_HDRLEN: number = NFNL_HDRLEN;
 /** `(NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE`. */
 export const CT_DELETE_TYPE = (1 << 8) | 2;
 /** ctnetlink attribute carrying the conntrack id (u32, big-endian). */

@@ -99,7 +99,7 @@ export function elementAtColumn(
 }
 
 /** True when the record names a line of the script. */
-export function hasLine(rec: ErrorRecord | undefined, spans: readonly LineSpan[]): boolean {
+function hasLine(rec: ErrorRecord | undefined, spans: readonly LineSpan[]): boolean {
   return rec?.line !== undefined && rec.line >= 1 && rec.line <= spans.length;
 }
 

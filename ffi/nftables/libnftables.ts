@@ -57,7 +57,7 @@ export type NftLib = Deno.DynamicLibrary<typeof SYMBOLS>;
 let shared: NftLib | undefined;
 
 /** Opens libnftables.so.1 once per process. Throws LibraryNotFoundError. */
-export function loadLibnftables(): NftLib {
+function loadLibnftables(): NftLib {
   shared ??= openLibrary("libnftables.so.1", SYMBOLS);
   return shared;
 }

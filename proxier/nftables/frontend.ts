@@ -8,7 +8,7 @@
  * @module
  */
 import type { Element } from "../../ffi/nftables/types.ts";
-import { classChainName, endpointsMapName, type L4, N } from "./names.ts";
+import { classChainName, endpointsMapName, FIXED, type L4 } from "./names.ts";
 import type { FrontendSpec } from "./service_rules.ts";
 import type { ElementSink } from "./tx_builder.ts";
 
@@ -163,7 +163,7 @@ export function diffFrontend(
       sink.add(mapElement(map, [key], b, withComment ? comments.next : undefined));
     }
   };
-  one(nodePort ? N.serviceNodePorts : N.serviceIPs, old?.verdict, next?.verdict, true);
+  one(nodePort ? FIXED.serviceNodePorts : FIXED.serviceIPs, old?.verdict, next?.verdict, true);
   const ob = old?.buckets ?? NO_BUCKETS, nb = next?.buckets ?? NO_BUCKETS;
   if (ob !== nb) {
     const bmap = endpointsMapName(nodePort, frontendProto(key, nodePort), gen);
@@ -174,10 +174,10 @@ export function diffFrontend(
     }
   }
   one(
-    nodePort ? N.noEndpointNodePorts : N.noEndpointServices,
+    nodePort ? FIXED.noEndpointNodePorts : FIXED.noEndpointServices,
     old?.noEndpoint,
     next?.noEndpoint,
     true,
   );
-  if (!nodePort) one(N.firewallIPs, old?.firewall, next?.firewall, true);
+  if (!nodePort) one(FIXED.firewallIPs, old?.firewall, next?.firewall, true);
 }

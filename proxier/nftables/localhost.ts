@@ -15,7 +15,7 @@
  * @module
  */
 import type { BuildContext } from "./context.ts";
-import { N } from "./names.ts";
+import { FIXED } from "./names.ts";
 import type { Chain } from "../../ffi/nftables/types.ts";
 
 /** The chain holding the reject rules. */
@@ -46,7 +46,7 @@ export function localhostJump(ctx: BuildContext): string {
 export function localhostChain(): { chain: Chain; rules: string[]; counters: string[] } {
   const rules: string[] = [];
   for (const [proto] of LOCALHOST_REJECTED) {
-    for (const map of [N.serviceNodePorts, N.noEndpointNodePorts]) {
+    for (const map of [FIXED.serviceNodePorts, FIXED.noEndpointNodePorts]) {
       rules.push(
         // As nft lists it (`udp dport` implies the protocol), so a listing reads back the same.
         `meta l4proto . ${proto} dport @${map} ` +

@@ -12,7 +12,7 @@ import { cidrContains, parseCIDR } from "../../net/cidr.ts";
 import { parseIP } from "../../net/ip.ts";
 import type { EndpointInfo, ServicePortInfo } from "../model.ts";
 import type { BuildContext } from "./context.ts";
-import { affinitySetName, N, type ServiceChainNames } from "./names.ts";
+import { affinitySetName, FIXED, type ServiceChainNames } from "./names.ts";
 import { type ChainSpec, markForMasquerade } from "./skeleton.ts";
 
 /** `dnat ip to A:P` / `dnat ip6 to [A]:P`. */
@@ -23,7 +23,7 @@ function dnatTo(ctx: BuildContext, ep: EndpointInfo): string {
 /**
  * The rules choosing one endpoint in a service's own chain: sticky lookups
  * first when affinity is on, then `numgen random mod (N-i) 0` for endpoint i
- * (the last unconditional), which picks each endpoint with probability 1/N.
+ * (the last unconditional), which picks each endpoint with probability 1/FIXED.
  */
 function selectionRules(
   svc: ServicePortInfo,
@@ -166,5 +166,5 @@ export function firewallChain(svc: ServicePortInfo, ctx: BuildContext, name: str
 
 /** The verdict for a frontend without endpoints: REJECT when none exist anywhere, else DROP. */
 export function noEndpointVerdict(hasAnyEndpoints: boolean): string {
-  return hasAnyEndpoints ? "drop" : `goto ${N.rejectChain}`;
+  return hasAnyEndpoints ? "drop" : `goto ${FIXED.rejectChain}`;
 }

@@ -7,7 +7,7 @@
  */
 import type { Chain, Map as NftMap, Set as NftSet } from "../../ffi/nftables/types.ts";
 import type { BuildContext } from "./context.ts";
-import { classChainName, type ClassKind, endpointsMapName, type L4, L4S, N } from "./names.ts";
+import { classChainName, type ClassKind, endpointsMapName, FIXED, type L4, L4S } from "./names.ts";
 import { localhostChain, localhostJump } from "./localhost.ts";
 
 /** A chain with its complete rule list (nft syntax bodies). */
@@ -56,7 +56,7 @@ export function markForMasquerade(ctx: BuildContext): string {
  * filter chains before postrouting.
  */
 function clusterMasqueradeRule(ctx: BuildContext): string | undefined {
-  const to = `${ctx.ip} daddr @${N.clusterIPs}`;
+  const to = `${ctx.ip} daddr @${FIXED.clusterIPs}`;
   if (ctx.masqueradeAll) return `${to} ${markForMasquerade(ctx)}`;
   if (ctx.notLocal === undefined) return undefined;
   return `${to} ${ctx.notLocal} ${markForMasquerade(ctx)}`;
@@ -132,82 +132,82 @@ export function buildSkeleton(ctx: BuildContext, gen: number): Skeleton {
   const tuple = `${ip} daddr . meta l4proto . th dport`;
   const nodePortMatch = ctx.nodePortIPs === "all"
     ? `fib daddr type local ${ip} daddr != ${ip === "ip" ? "127.0.0.0/8" : "::1"}`
-    : `${ip} daddr @${N.nodePortIPs}`;
+    : `${ip} daddr @${FIXED.nodePortIPs}`;
   const masq = clusterMasqueradeRule(ctx);
   const chains: ChainSpec[] = [
     {
-      chain: baseChain(N.filterPreroutingPreDnat, "filter", "prerouting", -110),
-      rules: [`ct state new jump ${N.firewallCheck}`],
+      chain: baseChain(FIXED.filterPreroutingPreDnat, "filter", "prerouting", -110),
+      rules: [`ct state new jump ${FIXED.firewallCheck}`],
     },
     {
-      chain: baseChain(N.filterOutputPreDnat, "filter", "output", -110),
-      rules: [`ct state new jump ${N.firewallCheck}`],
+      chain: baseChain(FIXED.filterOutputPreDnat, "filter", "output", -110),
+      rules: [`ct state new jump ${FIXED.firewallCheck}`],
     },
     {
-      chain: baseChain(N.filterInput, "filter", "input", 0),
+      chain: baseChain(FIXED.filterInput, "filter", "input", 0),
       rules: [
-        `ct state new jump ${N.nodeportEndpointsCheck}`,
-        `ct state new jump ${N.serviceEndpointsCheck}`,
+        `ct state new jump ${FIXED.nodeportEndpointsCheck}`,
+        `ct state new jump ${FIXED.serviceEndpointsCheck}`,
       ],
     },
     {
-      chain: baseChain(N.filterForward, "filter", "forward", 0),
+      chain: baseChain(FIXED.filterForward, "filter", "forward", 0),
       rules: [
-        `ct state new jump ${N.serviceEndpointsCheck}`,
-        `ct state new jump ${N.clusterIPsCheck}`,
+        `ct state new jump ${FIXED.serviceEndpointsCheck}`,
+        `ct state new jump ${FIXED.clusterIPsCheck}`,
       ],
     },
     {
-      chain: baseChain(N.filterOutput, "filter", "output", 0),
+      chain: baseChain(FIXED.filterOutput, "filter", "output", 0),
       rules: [
-        `ct state new jump ${N.serviceEndpointsCheck}`,
-        `ct state new jump ${N.clusterIPsCheck}`,
+        `ct state new jump ${FIXED.serviceEndpointsCheck}`,
+        `ct state new jump ${FIXED.clusterIPsCheck}`,
       ],
     },
     {
-      chain: baseChain(N.natPrerouting, "nat", "prerouting", -100),
-      rules: [`jump ${N.services}`],
+      chain: baseChain(FIXED.natPrerouting, "nat", "prerouting", -100),
+      rules: [`jump ${FIXED.services}`],
     },
     {
-      chain: baseChain(N.natOutput, "nat", "output", -100),
-      rules: [...(ctx.localhostNodePorts ? [localhostJump(ctx)] : []), `jump ${N.services}`],
+      chain: baseChain(FIXED.natOutput, "nat", "output", -100),
+      rules: [...(ctx.localhostNodePorts ? [localhostJump(ctx)] : []), `jump ${FIXED.services}`],
     },
     {
-      chain: baseChain(N.natPostrouting, "nat", "postrouting", 100),
-      rules: [`jump ${N.masquerading}`],
+      chain: baseChain(FIXED.natPostrouting, "nat", "postrouting", 100),
+      rules: [`jump ${FIXED.masquerading}`],
     },
     {
-      chain: chain(N.services),
+      chain: chain(FIXED.services),
       rules: [
         ...(masq === undefined ? [] : [masq]),
-        `${tuple} vmap @${N.serviceIPs}`,
-        `${nodePortMatch} meta l4proto . th dport vmap @${N.serviceNodePorts}`,
+        `${tuple} vmap @${FIXED.serviceIPs}`,
+        `${nodePortMatch} meta l4proto . th dport vmap @${FIXED.serviceNodePorts}`,
       ],
     },
     {
-      chain: chain(N.serviceEndpointsCheck),
-      rules: [`${tuple} vmap @${N.noEndpointServices}`],
+      chain: chain(FIXED.serviceEndpointsCheck),
+      rules: [`${tuple} vmap @${FIXED.noEndpointServices}`],
     },
     {
-      chain: chain(N.nodeportEndpointsCheck),
-      rules: [`${nodePortMatch} meta l4proto . th dport vmap @${N.noEndpointNodePorts}`],
+      chain: chain(FIXED.nodeportEndpointsCheck),
+      rules: [`${nodePortMatch} meta l4proto . th dport vmap @${FIXED.noEndpointNodePorts}`],
     },
     {
-      chain: chain(N.clusterIPsCheck),
+      chain: chain(FIXED.clusterIPsCheck),
       rules: [
-        `${ip} daddr @${N.clusterIPs} reject`,
+        `${ip} daddr @${FIXED.clusterIPs} reject`,
         // One rule per CIDR: an inline `{ a, b }` would be an anonymous set.
         ...ctx.serviceCIDRs.map((c) => `${ip} daddr ${c} drop`),
       ],
     },
-    { chain: chain(N.firewallCheck), rules: [`${tuple} vmap @${N.firewallIPs}`] },
+    { chain: chain(FIXED.firewallCheck), rules: [`${tuple} vmap @${FIXED.firewallIPs}`] },
     ...(ctx.localhostNodePorts ? [localhostChain()] : []),
-    { chain: chain(N.rejectChain), rules: ["reject"] },
+    { chain: chain(FIXED.rejectChain), rules: ["reject"] },
     {
-      chain: chain(N.masquerading),
+      chain: chain(FIXED.masquerading),
       rules: [
         // After DNAT a hairpinned packet has saddr == daddr == the endpoint.
-        `ct status dnat ${ip} saddr . ${ip} daddr @${N.hairpin} masquerade fully-random`,
+        `ct status dnat ${ip} saddr . ${ip} daddr @${FIXED.hairpin} masquerade fully-random`,
         `meta mark & ${ctx.masqMark} == 0 return`,
         `meta mark set meta mark ^ ${ctx.masqMark}`,
         "masquerade fully-random",
@@ -223,31 +223,31 @@ export function buildSkeleton(ctx: BuildContext, gen: number): Skeleton {
   });
   const sets: (NftSet | NftMap)[] = [
     vmap(
-      N.serviceIPs,
+      FIXED.serviceIPs,
       `${a} . inet_proto . inet_service`,
       "ClusterIP, ExternalIP and LoadBalancer IP traffic",
     ),
-    vmap(N.serviceNodePorts, "inet_proto . inet_service", "NodePort traffic"),
+    vmap(FIXED.serviceNodePorts, "inet_proto . inet_service", "NodePort traffic"),
     vmap(
-      N.noEndpointServices,
+      FIXED.noEndpointServices,
       `${a} . inet_proto . inet_service`,
       "vmap to drop or reject packets to services with no endpoints",
     ),
     vmap(
-      N.noEndpointNodePorts,
+      FIXED.noEndpointNodePorts,
       "inet_proto . inet_service",
       "vmap to drop or reject packets to service nodeports with no endpoints",
     ),
     vmap(
-      N.firewallIPs,
+      FIXED.firewallIPs,
       `${a} . inet_proto . inet_service`,
       "destinations that are subject to LoadBalancerSourceRanges",
     ),
-    { kind: "set", name: N.clusterIPs, type: a, comment: "Active ClusterIPs" },
-    { kind: "set", name: N.nodePortIPs, type: a, comment: "IPs that accept NodePort traffic" },
+    { kind: "set", name: FIXED.clusterIPs, type: a, comment: "Active ClusterIPs" },
+    { kind: "set", name: FIXED.nodePortIPs, type: a, comment: "IPs that accept NodePort traffic" },
     {
       kind: "set",
-      name: N.hairpin,
+      name: FIXED.hairpin,
       type: `${a} . ${a}`,
       comment: "endpoint . endpoint, for hairpin masquerade",
     },

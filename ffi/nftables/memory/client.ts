@@ -67,11 +67,11 @@ import { dumpTable, tableState } from "./listing.ts";
 import { step } from "./ops.ts";
 import {
   addsEdges,
-  Draft,
   jumpDepthError,
   listedDef,
   parseParts,
   type TableData,
+  TableDraft,
   toElement,
 } from "./table.ts";
 
@@ -233,7 +233,7 @@ export class MemoryNftables implements NftablesClient {
   /** Validates and applies `tx` to a draft; returns the new table (or null). */
   #apply(tx: Transaction): TableData | null {
     this.#ensureOpen();
-    let draft: Draft | null = this.#data === null ? null : new Draft(this.#data);
+    let draft: TableDraft | null = this.#data === null ? null : new TableDraft(this.#data);
     let graphChanged = false;
     for (const [i, op] of tx.ops.entries()) {
       try {
@@ -255,7 +255,7 @@ export class MemoryNftables implements NftablesClient {
    * the first one that broke the limit.
    */
   #findDepthError(tx: Transaction): NftablesError {
-    let draft: Draft | null = this.#data === null ? null : new Draft(this.#data);
+    let draft: TableDraft | null = this.#data === null ? null : new TableDraft(this.#data);
     for (const [i, op] of tx.ops.entries()) {
       draft = step(draft, op, this.#where());
       if (draft === null || !addsEdges(op)) continue;

@@ -159,7 +159,7 @@ function numberType(name: string, max: bigint, fmt: (v: bigint) => string): Data
 const VERDICTS = new globalThis.Set(["accept", "drop", "return", "continue"]);
 
 /** The datatypes the in-memory nftables knows, by nft name. */
-export const DATATYPES: Record<string, DataType> = {
+const DATATYPES: Record<string, DataType> = {
   ipv4_addr: addrType("ipv4_addr", 32, parseIPv4, formatIPv4),
   ipv6_addr: addrType("ipv6_addr", 128, parseIPv6, formatIPv6),
   inet_service: numberType("inet_service", 65535n, String),

@@ -1,7 +1,7 @@
 /**
  * The operations of the in-memory nftables: each op of a transaction checked
  * as the kernel (with nft 1.0.6 in front of it) checks it, and applied to the
- * transaction's {@link Draft}.
+ * transaction's {@link TableDraft}.
  *
  * @module
  */
@@ -19,7 +19,6 @@ import { EBUSY, EEXIST, ENOENT, EOPNOTSUPP, fail, invalid } from "./errors.ts";
 import { analyseRule, checkComment, checkName } from "./rule.ts";
 import {
   checkOverlap,
-  Draft,
   emptyTable,
   holdChain,
   holdRule,
@@ -29,16 +28,17 @@ import {
   releaseElement,
   releaseRule,
   sameFlags,
+  TableDraft,
 } from "./table.ts";
 
 /** Applies one op to the draft (null: no table); returns the new draft. `where` names the table in errors. */
-export function step(draft: Draft | null, op: Operation, where: string): Draft | null {
+export function step(draft: TableDraft | null, op: Operation, where: string): TableDraft | null {
   if (op.obj.kind === "table") {
     switch (op.verb) {
       case "add":
       case "create":
         if (op.obj.comment !== undefined) checkComment(op.obj.comment);
-        if (draft === null) return new Draft(emptyTable(op.obj.comment));
+        if (draft === null) return new TableDraft(emptyTable(op.obj.comment));
         if (op.verb === "create") fail(EEXIST, `${where} exists`);
         return draft;
       case "delete":
@@ -57,7 +57,7 @@ export function step(draft: Draft | null, op: Operation, where: string): Draft |
   return draft;
 }
 
-function applyOp(d: Draft, op: Operation): void {
+function applyOp(d: TableDraft, op: Operation): void {
   const { verb, obj } = op;
   switch (obj.kind) {
     case "chain":
@@ -75,7 +75,7 @@ function applyOp(d: Draft, op: Operation): void {
   invalid(`unknown object kind ${(obj as { kind: string }).kind}`);
 }
 
-function counterOp(d: Draft, verb: Operation["verb"], c: Counter): void {
+function counterOp(d: TableDraft, verb: Operation["verb"], c: Counter): void {
   checkName("counter", c.name);
   const old = d.t.counters.get(c.name);
   switch (verb) {
@@ -99,7 +99,7 @@ function counterOp(d: Draft, verb: Operation["verb"], c: Counter): void {
   }
 }
 
-function flushTable(d: Draft): void {
+function flushTable(d: TableDraft): void {
   for (const name of [...d.t.chains.keys()]) {
     const c = d.chain(name);
     for (const r of c.rules) releaseRule(d, r);
@@ -107,7 +107,7 @@ function flushTable(d: Draft): void {
   }
 }
 
-function chainOp(d: Draft, verb: Operation["verb"], c: Chain): void {
+function chainOp(d: TableDraft, verb: Operation["verb"], c: Chain): void {
   checkName("chain", c.name);
   const old = d.t.chains.get(c.name);
   switch (verb) {
@@ -161,7 +161,7 @@ function chainOp(d: Draft, verb: Operation["verb"], c: Chain): void {
   }
 }
 
-function ruleOp(d: Draft, verb: Operation["verb"], r: Rule): void {
+function ruleOp(d: TableDraft, verb: Operation["verb"], r: Rule): void {
   const c = d.chain(r.chain);
   const indexOf = (h: number | undefined, what: string): number => {
     if (h === undefined) invalid(`${what} needs a rule handle`);
@@ -203,7 +203,7 @@ function ruleOp(d: Draft, verb: Operation["verb"], r: Rule): void {
   }
 }
 
-function setOp(d: Draft, verb: Operation["verb"], s: NftSet | NftMap): void {
+function setOp(d: TableDraft, verb: Operation["verb"], s: NftSet | NftMap): void {
   checkName(s.kind, s.name);
   const old = d.t.sets.get(s.name);
   switch (verb) {
@@ -275,7 +275,7 @@ function setOp(d: Draft, verb: Operation["verb"], s: NftSet | NftMap): void {
   }
 }
 
-function elementOp(d: Draft, verb: Operation["verb"], e: Element): void {
+function elementOp(d: TableDraft, verb: Operation["verb"], e: Element): void {
   const name = e.set ?? e.map;
   if (name === undefined) invalid("element needs a set or map name");
   if (d.t.sets.get(name) === undefined) fail(ENOENT, `set or map ${name} does not exist`);

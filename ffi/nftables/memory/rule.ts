@@ -124,7 +124,7 @@ export function checkName(what: string, name: string): void {
 }
 
 /** nft's limit on a comment (NFT_USERDATA_MAXLEN): 128 bytes of UTF-8, though nft says characters. */
-export const MAX_COMMENT_BYTES = 128;
+const MAX_COMMENT_BYTES = 128;
 
 /** Refuses a comment longer than nft allows, with nft's words. */
 export function checkComment(comment: string): void {

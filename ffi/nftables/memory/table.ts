@@ -1,6 +1,6 @@
 /**
  * The tables of the in-memory nftables: the entries it keeps, the
- * copy-on-write {@link Draft} one transaction works on, the reference counts
+ * copy-on-write {@link TableDraft} one transaction works on, the reference counts
  * the kernel keeps (jumps to chains, rules using sets), and the jump-depth
  * check.
  *
@@ -127,7 +127,7 @@ function owned<T>(
  * shallowly, and a chain or set is cloned the first time the transaction
  * changes it, so the committed table is never touched before the swap.
  */
-export class Draft {
+export class TableDraft {
   /** The table as this transaction sees it. */
   readonly t: TableData;
   #ownedChains = new globalThis.Set<string>();
@@ -273,7 +273,7 @@ export function checkOverlap(s: SetEntry, key: Part[]): void {
 }
 
 /** Counts a jump, goto or verdict element to `name`, refusing a missing or base chain. */
-export function holdChain(d: Draft, name: string): void {
+export function holdChain(d: TableDraft, name: string): void {
   checkName("chain", name);
   const c = d.t.chains.get(name);
   if (c === undefined) fail(ENOENT, `chain ${name} does not exist (jump/goto target)`);
@@ -282,7 +282,7 @@ export function holdChain(d: Draft, name: string): void {
 }
 
 /** Counts what a new rule refers to, refusing missing sets and chains. */
-export function holdRule(d: Draft, refs: RuleRefs): void {
+export function holdRule(d: TableDraft, refs: RuleRefs): void {
   for (const s of refs.sets) {
     if (!d.t.sets.has(s)) fail(ENOENT, `set or map @${s} does not exist`);
   }
@@ -317,14 +317,14 @@ export function protocolConflict(def: NftSet | NftMap): string | undefined {
 }
 
 /** Drops the counts a removed rule held. */
-export function releaseRule(d: Draft, r: RuleEntry): void {
+export function releaseRule(d: TableDraft, r: RuleEntry): void {
   for (const c of r.refs.chains) bump(d.t.chainRefs, c, -1);
   for (const s of r.refs.sets) bump(d.t.setRefs, s, -1);
   for (const c of r.refs.counters) bump(d.t.counterRefs, c, -1);
 }
 
 /** Drops the chain count a removed verdict element held. */
-export function releaseElement(d: Draft, e: ElementEntry): void {
+export function releaseElement(d: TableDraft, e: ElementEntry): void {
   for (const p of e.value ?? []) {
     if (p.chain !== undefined) bump(d.t.chainRefs, p.chain, -1);
   }

@@ -9,7 +9,7 @@
  * @module
  */
 import type { Element } from "../../../ffi/nftables/types.ts";
-import { N } from "../names.ts";
+import { FIXED } from "../names.ts";
 import type { RulesetReader } from "./reader.ts";
 import { type Packet, trace, type TraceResult } from "./tracer.ts";
 
@@ -72,11 +72,11 @@ export interface Explained {
 }
 
 const DISPATCH: [string, boolean][] = [
-  [N.serviceIPs, false],
-  [N.serviceNodePorts, true],
-  [N.noEndpointServices, false],
-  [N.noEndpointNodePorts, true],
-  [N.firewallIPs, false],
+  [FIXED.serviceIPs, false],
+  [FIXED.serviceNodePorts, true],
+  [FIXED.noEndpointServices, false],
+  [FIXED.noEndpointNodePorts, true],
+  [FIXED.firewallIPs, false],
 ];
 
 function text(map: string, e: Element): string {
@@ -94,7 +94,9 @@ export async function explain(
   }
   const ports = new Map<string, Map<string, ExplainedFrontend>>();
   const clusterIPs = new Set(
-    (await reader.elements(N.clusterIPs)).filter((e) => e.comment === service).map((e) => e.key[0]),
+    (await reader.elements(FIXED.clusterIPs)).filter((e) => e.comment === service).map((e) =>
+      e.key[0]
+    ),
   );
   for (const [map, nodePort] of DISPATCH) {
     for (const e of await reader.elements(map)) {
@@ -115,7 +117,7 @@ export async function explain(
       }
       f.elements.push(text(map, e));
       const target = e.value?.join(" ").match(/^goto (\S+)$/)?.[1];
-      if (target !== undefined && target !== N.rejectChain) f.chains.push(target);
+      if (target !== undefined && target !== FIXED.rejectChain) f.chains.push(target);
     }
   }
   const out: Explained = { service, family: reader.family, ports: [] };
@@ -151,7 +153,7 @@ async function reachOf(
   const parts = f.key.split(" . ");
   const v6 = reader.family === "ip6";
   // NodePorts answer on the addresses in nodeport-ips; loopback never does.
-  const nodePortIP = (await reader.elements(N.nodePortIPs))[0]?.key[0];
+  const nodePortIP = (await reader.elements(FIXED.nodePortIPs))[0]?.key[0];
   const nodeIP = nodePortIP ??
     env.nodeIPs.find((a) => a.includes(":") === v6 && !/^(127\.|::1$)/.test(a));
   const [dst, proto, port] = f.kind === "NodePort"
