@@ -6,6 +6,7 @@ import {
   usesLocalEndpoints,
 } from "./categorize.ts";
 import type { EndpointInfo, NodeInfo, ServicePortInfo } from "./model.ts";
+import { servicePort } from "./model_testing.ts";
 
 const NODE: NodeInfo = {
   name: "node1",
@@ -15,25 +16,7 @@ const NODE: NodeInfo = {
 };
 
 function svc(o: Partial<ServicePortInfo> = {}): ServicePortInfo {
-  return {
-    id: "ns/s:p",
-    namespace: "ns",
-    name: "s",
-    portName: "p",
-    protocol: "TCP",
-    family: 4,
-    clusterIP: "198.19.0.1",
-    port: 80,
-    nodePort: 0,
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    stickyMaxAgeSeconds: 0,
-    externalPolicyLocal: false,
-    internalPolicyLocal: false,
-    healthCheckNodePort: 0,
-    ...o,
-  };
+  return servicePort("ns/s:p", { clusterIP: "198.19.0.1", ...o });
 }
 
 function ep(ip: string, o: Partial<EndpointInfo> = {}): EndpointInfo {

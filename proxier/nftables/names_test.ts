@@ -8,27 +8,10 @@ import {
   servicePortBase,
 } from "./names.ts";
 import type { ServicePortInfo } from "../model.ts";
+import { servicePort } from "../model_testing.ts";
 
 function svc(o: Partial<ServicePortInfo>): ServicePortInfo {
-  return {
-    id: "ns1/svc1:p80",
-    namespace: "ns1",
-    name: "svc1",
-    portName: "p80",
-    protocol: "TCP",
-    family: 4,
-    clusterIP: "172.30.0.41",
-    port: 80,
-    nodePort: 0,
-    externalIPs: [],
-    loadBalancerIPs: [],
-    loadBalancerSourceRanges: [],
-    stickyMaxAgeSeconds: 0,
-    externalPolicyLocal: false,
-    internalPolicyLocal: false,
-    healthCheckNodePort: 0,
-    ...o,
-  };
+  return servicePort("ns1/svc1:p80", { clusterIP: "172.30.0.41", ...o });
 }
 
 Deno.test("hash8 matches upstream kube-proxy's chain names", () => {
