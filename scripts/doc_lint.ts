@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { treeFiles } from "./size_check.ts";
 
 /** npm packages' types our public API hands on, with their package. */
 export const NPM_TYPES: Readonly<Record<string, string>> = {
@@ -64,20 +65,7 @@ export function isNpmTypeRef(f: Finding): boolean {
 
 /** The source modules of the tree, repo-relative, sorted. */
 async function sourceModules(root: string): Promise<string[]> {
-  const out = await new Deno.Command("git", {
-    args: ["ls-files", "--cached", "--others", "--exclude-standard", "--", "*.ts"],
-    cwd: root,
-    stdout: "piped",
-  }).output();
-  if (!out.success) throw new Error("doc_lint: git ls-files failed");
-  const files: string[] = [];
-  for (const p of new TextDecoder().decode(out.stdout).split("\n")) {
-    if (!isSourceModule(p)) continue;
-    try {
-      if ((await Deno.stat(`${root}/${p}`)).isFile) files.push(p);
-    } catch { /* deleted in the working tree */ }
-  }
-  return [...new Set(files)].sort();
+  return (await treeFiles(root)).filter(isSourceModule);
 }
 
 if (import.meta.main) {

@@ -43,6 +43,7 @@ export const ALLOWED: Readonly<Record<string, string>> = {
   "tests/bench/agent/agent_bench.ts#main": OWNED,
   "tests/bench/agent/agent_bench.ts#churn": OWNED,
   "tests/bench/main.ts#plan": OWNED,
+  "tests/bench/localhost_bench.ts#inner": OWNED,
   "proxier/nftables/skeleton.ts#buildSkeleton": DIRTY,
   "tests/e2e/conntrack_blackhole_test.ts": DIRTY,
   "tests/e2e/conntrack_blackhole_test.ts#moveEndpoint": DIRTY,
