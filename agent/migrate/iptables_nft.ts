@@ -38,6 +38,7 @@ export const REMOVED_METRIC = "kube_nft_proxy_iptables_nft_removed_total";
 export interface CleanupDeps {
   /** Opens a client on one iptables-nft table (e.g. `ip nat`). */
   open(family: Family, table: IptTable): NftablesClient;
+  /** Logger. */
   log: Logger;
   /** List and log what would go, remove nothing (--dry-run). */
   dryRun?: boolean;

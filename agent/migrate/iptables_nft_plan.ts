@@ -106,20 +106,27 @@ export function finalJump(body: string): string | undefined {
 
 /** One jump rule to delete. */
 export interface JumpRule {
+  /** The chain the rule is in. */
   chain: string;
+  /** Its handle. */
   handle: number;
+  /** The kube-proxy chain it jumps to. */
   target: string;
 }
 
 /** A KUBE-* chain left in place, and why. */
 export interface KeptChain {
+  /** The chain. */
   chain: string;
+  /** Why it stays. */
   why: string;
 }
 
 /** What to do in one table. */
 export interface TablePlan {
+  /** The table's family. */
   family: Family;
+  /** The iptables-nft table (nat, filter, mangle). */
   table: IptTable;
   /** Upstream's jump rules, deleted by handle. */
   jumps: JumpRule[];
