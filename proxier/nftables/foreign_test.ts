@@ -177,3 +177,26 @@ Deno.test("a foreign change before the first sync is covered by that sync", asyn
   assert.equal(r.drift, undefined);
   assert.equal(p.checkPending, false);
 });
+
+Deno.test("dispatch elements only: restored without a plan of every service; foreign ones go", async () => {
+  const { fake, p } = setup();
+  await sync(p, two());
+  const clean = fake.dump();
+  await fake.run(
+    new Transaction()
+      .delete({ kind: "element", map: "service-ips", key: ["198.19.0.10", "tcp", "80"] })
+      .add({
+        kind: "element",
+        map: "service-ips",
+        key: ["198.19.9.9", "tcp", "80"],
+        value: ["drop"],
+      }),
+  );
+  p.noteForeign(touched({ elements: new Set(["service-ips"]) }));
+  fake.chainLists = 0;
+  const r = await sync(p, two());
+  assert.equal(r.full, false, "no full plan for a few elements");
+  assert.equal(fake.chainLists, 0);
+  assert.equal(r.drift?.count, 2, JSON.stringify(r.drift));
+  assert.equal(fake.dump(), clean);
+});

@@ -22,6 +22,7 @@ import type { Plan } from "./plan/common.ts";
 import { planFull } from "./plan/full.ts";
 import { readKernelView } from "./plan/kernel_view.ts";
 import { readTouchedView } from "./plan/touched_view.ts";
+import { elementsOnly, planElementRepair } from "./plan/element_repair.ts";
 import { elementCheck, isEmptyTouched, mergeTouched, type Touched } from "./foreign.ts";
 import { parseEndpointsMap } from "./names.ts";
 import { planPartial } from "./plan/partial.ts";
@@ -262,6 +263,22 @@ export class Proxier {
       // A full sync compares everything: the touched objects are among them.
       const touched = this.written.empty ? undefined : this.touched;
       this.touched = undefined;
+      if (!full && touched !== undefined && elementsOnly(touched)) {
+        // Only dispatch-map elements were touched: restore them without planning every service.
+        const fix = await planElementRepair(this.client, this.written, touched);
+        if (fix.tx.size > 0) await this.client.run(fix.tx);
+        const ran = await this.runPlan(this.partialPlan(input, ctx));
+        const txs2 = txs + ran.txs + (fix.tx.size > 0 ? 1 : 0);
+        const res = this.finish(
+          input,
+          false,
+          t0,
+          ops + fix.tx.size + ran.ops,
+          txs2,
+          deleted.chains,
+        );
+        return { ...res, drift: fix.drift };
+      }
       if (full || touched !== undefined) {
         const canYield = this.shouldYield !== undefined && this.preempted === 0 &&
           !this.written.empty;

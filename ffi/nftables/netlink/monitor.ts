@@ -174,27 +174,34 @@ export class NftablesMonitor {
     }
   }
 
-  /** Receives until the socket is empty, reporting foreign notifications and overruns. */
+  /**
+   * Receives until the socket is empty, then reports the foreign notifications
+   * of the whole burst at once (a batch's notifications arrive together at its
+   * commit: one report, one check), and any overrun.
+   */
   #drain(h: MonitorHandlers, rx: Uint8Array): void {
     const c = libc();
+    const msgs: NftNotification[] = [];
+    let overrun = false;
     for (;;) {
       const got = Number(c.recv(this.#fd, rx, BigInt(RX), MSG_DONTWAIT));
       if (got < 0) {
         const e = lastErrno();
         if (e === EINTR) continue;
-        if (e === EAGAIN) return;
+        if (e === EAGAIN) break;
         if (e === ENOBUFS) {
-          h.onOverrun();
+          overrun = true;
           continue;
         }
         throw new Error(`nftables notifications: receive: ${strerror(e)}`);
       }
-      const msgs = decodeNotifications(rx, got);
-      if (msgs.length === 0) continue;
-      const { foreign, changed } = this.#own.foreign(msgs);
-      if (changed) this.#filter();
-      if (foreign.length > 0) h.onForeign(foreign);
+      for (const m of decodeNotifications(rx, got)) msgs.push(m);
     }
+    if (overrun) h.onOverrun();
+    if (msgs.length === 0) return;
+    const { foreign, changed } = this.#own.foreign(msgs);
+    if (changed) this.#filter();
+    if (foreign.length > 0) h.onForeign(foreign);
   }
 
   #close(): void {

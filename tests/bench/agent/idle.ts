@@ -36,7 +36,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Sample values of the agent's metrics, by `name{labels}` as printed. */
 async function samples(url: string): Promise<Map<string, number>> {
   const out = new Map<string, number>();
-  const text = await (await fetch(url, { signal: AbortSignal.timeout(5000) })).text();
+  const text = await (await fetch(url, { signal: AbortSignal.timeout(30_000) })).text();
   for (const line of text.split("\n")) {
     if (line.startsWith("#") || line === "") continue;
     const sp = line.lastIndexOf(" ");
