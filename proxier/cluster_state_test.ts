@@ -76,6 +76,88 @@ Deno.test("apply: endpoints that arrive before their service are joined when it 
   assert.equal(r.families[4].state.endpoints.get("ns/a:p")!.length, 1);
 });
 
+/** One step of the change-set scenario: what changes, and the sets the next apply reports. */
+interface NetStep {
+  name: string;
+  act: (cs: ClusterState) => void;
+  changed4: string[];
+  deleted4: string[];
+  changed6?: string[];
+  deleted6?: string[];
+}
+
+/** The scenario, in order, from services a (dual-stack), b (ports x, y) and c with endpoints. */
+const NET_STEPS: NetStep[] = [
+  { name: "nothing", act: () => {}, changed4: [], deleted4: [] },
+  {
+    name: "one endpoint change",
+    act: (cs) => cs.updateEndpointSlice(null, slice("c-1", "c", [ep("198.18.1.2")])),
+    changed4: ["ns/c:p"],
+    deleted4: [],
+  },
+  {
+    name: "change then revert",
+    act: (cs) => {
+      cs.updateEndpointSlice(null, slice("c-1", "c", [ep("198.18.1.3")]));
+      cs.updateEndpointSlice(null, slice("c-1", "c", [ep("198.18.1.2")]));
+    },
+    changed4: [],
+    deleted4: [],
+  },
+  {
+    name: "one port of a multi-port service changes",
+    act: (cs) =>
+      cs.updateService(
+        null,
+        svc("b", { ports: [{ name: "x", port: 1 }, { name: "y", port: 3 }] }),
+      ),
+    changed4: ["ns/b:y"],
+    deleted4: [],
+  },
+  {
+    name: "port renamed",
+    act: (cs) =>
+      cs.updateService(
+        null,
+        svc("b", { ports: [{ name: "x", port: 1 }, { name: "z", port: 3 }] }),
+      ),
+    changed4: ["ns/b:z"],
+    deleted4: ["ns/b:y"],
+  },
+  {
+    name: "dual-stack to single-stack",
+    act: (cs) => cs.updateService(null, svc("a", { ips: ["198.18.100.1"] })),
+    changed4: [],
+    deleted4: [],
+    changed6: [],
+    deleted6: ["ns/a:p"],
+  },
+  {
+    name: "service deleted",
+    act: (cs) => cs.updateService(svc("c"), null),
+    changed4: [],
+    deleted4: ["ns/c:p"],
+  },
+  {
+    name: "service deleted and re-created identically",
+    act: (cs) => {
+      cs.updateService(svc("b"), null);
+      cs.updateService(
+        null,
+        svc("b", { ports: [{ name: "x", port: 1 }, { name: "z", port: 3 }] }),
+      );
+    },
+    changed4: [],
+    deleted4: [],
+  },
+  {
+    name: "slices deleted",
+    act: (cs) => cs.updateEndpointSlice(slice("a-1", "a", []), null),
+    changed4: ["ns/a:p"],
+    deleted4: [],
+  },
+];
+
 Deno.test("apply: changed and deleted sets are incremental and net", () => {
   const { cs } = newState();
   cs.updateService(null, svc("a", { ips: ["198.18.100.1", "2001:db8::a"] }));
@@ -86,85 +168,8 @@ Deno.test("apply: changed and deleted sets are incremental and net", () => {
   }
   cs.apply();
 
-  const steps: {
-    name: string;
-    act: () => void;
-    changed4: string[];
-    deleted4: string[];
-    changed6?: string[];
-    deleted6?: string[];
-  }[] = [
-    { name: "nothing", act: () => {}, changed4: [], deleted4: [] },
-    {
-      name: "one endpoint change",
-      act: () => cs.updateEndpointSlice(null, slice("c-1", "c", [ep("198.18.1.2")])),
-      changed4: ["ns/c:p"],
-      deleted4: [],
-    },
-    {
-      name: "change then revert",
-      act: () => {
-        cs.updateEndpointSlice(null, slice("c-1", "c", [ep("198.18.1.3")]));
-        cs.updateEndpointSlice(null, slice("c-1", "c", [ep("198.18.1.2")]));
-      },
-      changed4: [],
-      deleted4: [],
-    },
-    {
-      name: "one port of a multi-port service changes",
-      act: () =>
-        cs.updateService(
-          null,
-          svc("b", { ports: [{ name: "x", port: 1 }, { name: "y", port: 3 }] }),
-        ),
-      changed4: ["ns/b:y"],
-      deleted4: [],
-    },
-    {
-      name: "port renamed",
-      act: () =>
-        cs.updateService(
-          null,
-          svc("b", { ports: [{ name: "x", port: 1 }, { name: "z", port: 3 }] }),
-        ),
-      changed4: ["ns/b:z"],
-      deleted4: ["ns/b:y"],
-    },
-    {
-      name: "dual-stack to single-stack",
-      act: () => cs.updateService(null, svc("a", { ips: ["198.18.100.1"] })),
-      changed4: [],
-      deleted4: [],
-      changed6: [],
-      deleted6: ["ns/a:p"],
-    },
-    {
-      name: "service deleted",
-      act: () => cs.updateService(svc("c"), null),
-      changed4: [],
-      deleted4: ["ns/c:p"],
-    },
-    {
-      name: "service deleted and re-created identically",
-      act: () => {
-        cs.updateService(svc("b"), null);
-        cs.updateService(
-          null,
-          svc("b", { ports: [{ name: "x", port: 1 }, { name: "z", port: 3 }] }),
-        );
-      },
-      changed4: [],
-      deleted4: [],
-    },
-    {
-      name: "slices deleted",
-      act: () => cs.updateEndpointSlice(slice("a-1", "a", []), null),
-      changed4: ["ns/a:p"],
-      deleted4: [],
-    },
-  ];
-  for (const s of steps) {
-    s.act();
+  for (const s of NET_STEPS) {
+    s.act(cs);
     const r = cs.apply();
     assert.deepEqual(ids(r.families[4].changed), s.changed4, `${s.name}: changed v4`);
     assert.deepEqual(ids(r.families[4].deleted), s.deleted4, `${s.name}: deleted v4`);
@@ -242,22 +247,20 @@ Deno.test("apply cost follows the number of changes (30k services x 10 endpoints
   assert.ok(median < 5, `one-change apply took ${median} ms`);
 });
 
-Deno.test("apply: random event sequences match a from-scratch rebuild (incremental correctness)", () => {
-  // Small deterministic PRNG so failures reproduce. 1500 rounds: with the slice replay order
-  // reversed (freshness ignored) this test fails by round ~400.
-  let seed = 12345;
-  const rnd = (n: number) => {
-    // mulberry32
+/** mulberry32, a small deterministic PRNG so failures reproduce: an integer below `n`. */
+function prng(seed: number): (n: number) => number {
+  return (n) => {
     seed = (seed + 0x6d2b79f5) | 0;
     let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
     t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
     return ((t ^ (t >>> 14)) >>> 0) % n;
   };
-  let roundsWithEndpoints = 0;
+}
+
+/** Random Services and EndpointSlices over a few names, ports and addresses. */
+function randomObjects(rnd: (n: number) => number) {
   const pick = <T>(xs: T[]) => xs[rnd(xs.length)];
-  const services = new Map<string, V1Service>();
-  const slices = new Map<string, EndpointSlice>();
-  const randomService = (name: string): V1Service => {
+  const service = (name: string): V1Service => {
     const dual = rnd(2) === 0;
     const n = 1 + rnd(2);
     return svc(name, {
@@ -266,7 +269,7 @@ Deno.test("apply: random event sequences match a from-scratch rebuild (increment
       ports: [{ name: "p", port: 53 }, { name: "q", port: 54 }].slice(0, n),
     });
   };
-  const randomSlice = (name: string): EndpointSlice => {
+  const endpointSlice = (name: string): EndpointSlice => {
     const v6 = rnd(3) === 0;
     const eps: Endpoint[] = [];
     for (let i = rnd(4); i > 0; i--) {
@@ -282,43 +285,69 @@ Deno.test("apply: random event sequences match a from-scratch rebuild (increment
       addressType: v6 ? "IPv6" : "IPv4",
     });
   };
-  const snapshot = (cs: ClusterState, f: 4 | 6) => {
-    const st = cs.state(f);
-    const out = new Map<string, string>();
-    for (const [id, s] of st.services) {
-      out.set(id, JSON.stringify([s, st.endpoints.get(id) ?? []]));
+  return { pick, service, endpointSlice };
+}
+
+/** A family's state as text per service port, to compare two states. */
+function snapshot(cs: ClusterState, f: 4 | 6): Map<string, string> {
+  const st = cs.state(f);
+  const out = new Map<string, string>();
+  for (const [id, s] of st.services) out.set(id, JSON.stringify([s, st.endpoints.get(id) ?? []]));
+  return out;
+}
+
+/** The objects the random test has sent, in update order (freshness matters for duplicates). */
+interface Sent {
+  services: Map<string, V1Service>;
+  slices: Map<string, EndpointSlice>;
+}
+
+/** One round of 1-4 random adds, updates and deletes, sent to `cs` and recorded in `sent`. */
+function randomRound(
+  cs: ClusterState,
+  rnd: (n: number) => number,
+  gen: ReturnType<typeof randomObjects>,
+  sent: Sent,
+): void {
+  for (let k = 1 + rnd(4); k > 0; k--) {
+    if (rnd(2) === 0) {
+      const name = gen.pick(["a", "b", "c"]);
+      const cur = rnd(4) === 0 ? null : gen.service(name);
+      cs.updateService(sent.services.get(name) ?? null, cur);
+      if (cur) sent.services.set(name, cur);
+      else sent.services.delete(name);
+    } else {
+      const name = gen.pick(["s1", "s2", "s3", "s4"]);
+      const cur = rnd(4) === 0 ? null : gen.endpointSlice(name);
+      const old = sent.slices.get(name) ?? null;
+      if (cur) {
+        cs.updateEndpointSlice(old, cur);
+        // Re-insert so iteration order is update order.
+        sent.slices.delete(name);
+        sent.slices.set(name, cur);
+      } else if (old) {
+        cs.updateEndpointSlice(old, null);
+        sent.slices.delete(name);
+      }
     }
-    return out;
-  };
+  }
+}
+
+Deno.test("apply: random event sequences match a from-scratch rebuild (incremental correctness)", () => {
+  // 1500 rounds: with the slice replay order reversed (freshness ignored) this test fails by
+  // round ~400.
+  const rnd = prng(12345);
+  const gen = randomObjects(rnd);
+  const sent: Sent = { services: new Map(), slices: new Map() };
+  let roundsWithEndpoints = 0;
   const { cs } = newState();
   let prev: Record<4 | 6, Map<string, string>> = { 4: new Map(), 6: new Map() };
   for (let round = 0; round < 1500; round++) {
-    for (let k = 1 + rnd(4); k > 0; k--) {
-      if (rnd(2) === 0) {
-        const name = pick(["a", "b", "c"]);
-        const cur = rnd(4) === 0 ? null : randomService(name);
-        cs.updateService(services.get(name) ?? null, cur);
-        if (cur) services.set(name, cur);
-        else services.delete(name);
-      } else {
-        const name = pick(["s1", "s2", "s3", "s4"]);
-        const cur = rnd(4) === 0 ? null : randomSlice(name);
-        const old = slices.get(name) ?? null;
-        if (cur) {
-          cs.updateEndpointSlice(old, cur);
-          // Re-insert so iteration order is update order (freshness matters for duplicates).
-          slices.delete(name);
-          slices.set(name, cur);
-        } else if (old) {
-          cs.updateEndpointSlice(old, null);
-          slices.delete(name);
-        }
-      }
-    }
+    randomRound(cs, rnd, gen, sent);
     const r = cs.apply();
     const fresh = new ClusterState({ nodeName: "me", log: () => {} });
-    for (const s of services.values()) fresh.updateService(null, s);
-    for (const s of slices.values()) fresh.updateEndpointSlice(null, s);
+    for (const s of sent.services.values()) fresh.updateService(null, s);
+    for (const s of sent.slices.values()) fresh.updateEndpointSlice(null, s);
     fresh.apply();
     for (const f of [4, 6] as const) {
       const now = snapshot(cs, f);
