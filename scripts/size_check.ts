@@ -61,11 +61,9 @@ export const ALLOWED: Readonly<Record<string, string>> = {
   "tests/e2e/dataplane_test.ts#withNetns": E2E,
   'tests/e2e/dataplane_test.ts#e2eTest("dataplane: real traffic through built rules")': E2E,
   "tests/e2e/dropin_inner.ts#fn": E2E,
-  "tests/e2e/fixtures/nft_client.ts#fullTransaction": E2E,
   "tests/e2e/image_inner.ts#fn": E2E,
   "tests/e2e/iptables_nft_inner.ts#rules": E2E,
   "tests/e2e/iptables_nft_inner.ts#fn": E2E,
-  "tests/e2e/nftables_test.ts#checkApplied": E2E,
   "tests/e2e/nodeport_addresses_inner.ts#fn": E2E,
   "tests/e2e/sync_test.ts#child": E2E,
 };

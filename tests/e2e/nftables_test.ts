@@ -30,20 +30,28 @@ function byKey(elements: Json[], key: string): Json {
   return el;
 }
 
-function checkApplied(out: Json, family: "ip" | "ip6"): void {
-  const a = (i: number) =>
-    family === "ip6" ? `2001:db8::${(i + 1).toString(16)}` : `198.18.0.${i + 1}`;
-  const at = family === "ip6" ? "ipv6_addr" : "ipv4_addr";
-  const ipk = family === "ip6" ? "ip6" : "ip";
-  assert.equal(out.before, null, "table must not exist before");
-  assert.deepEqual(out.chainsBefore, []);
-  assert.equal(out.afterCheck, null, "check() (dry run) must not create anything");
-  const s = out.state;
-  assert.equal(s.family, family);
-  assert.equal(s.name, "knp-test");
-  assert.equal(s.comment, "rules for kube-nft-proxy tests");
+/** The names and types one family's expectations use. */
+interface Fam {
+  /** The test's i-th address. */
+  a: (i: number) => string;
+  /** nft address type. */
+  at: string;
+  /** nft address selector prefix. */
+  ipk: string;
+  family: "ip" | "ip6";
+}
 
-  // Chains: base chains with type/hook/priority/policy, regular chains, comments.
+function famOf(family: "ip" | "ip6"): Fam {
+  return {
+    a: (i) => family === "ip6" ? `2001:db8::${(i + 1).toString(16)}` : `198.18.0.${i + 1}`,
+    at: family === "ip6" ? "ipv6_addr" : "ipv4_addr",
+    ipk: family === "ip6" ? "ip6" : "ip",
+    family,
+  };
+}
+
+/** Chains: base chains with type/hook/priority/policy, regular chains, comments. */
+function checkChains(out: Json, s: Json): void {
   assert.deepEqual(Object.keys(s.chains).sort(), [
     "endpoint-1",
     "endpoint-2",
@@ -73,8 +81,10 @@ function checkApplied(out: Json, family: "ip" | "ip6"): void {
   });
   assert.deepEqual(s.chains["services"].chain, { kind: "chain", name: "services" });
   assert.equal(s.chains["service-ABCD-ns1/svc1/tcp/p80"].chain.comment, "ns1/svc1:p80");
+}
 
-  // Rules: bodies, jump/goto, comments split off, handles present.
+/** Rules: bodies, jump/goto, comments split off, handles present. */
+function checkRules(s: Json, { a, ipk, family }: Fam): void {
   const rules = (c: string) => s.chains[c].rules.map((r: Json) => r.rule);
   assert.deepEqual(rules("nat-prerouting"), ["jump services"]);
   assert.deepEqual(rules("services"), [`${ipk} daddr . meta l4proto . th dport vmap @service-ips`]);
@@ -97,8 +107,10 @@ function checkApplied(out: Json, family: "ip" | "ip6"): void {
   for (const c of Object.values(s.chains) as Json[]) {
     for (const r of c.rules) assert.ok(Number.isInteger(r.handle) && r.handle > 0, "rule handle");
   }
+}
 
-  // Sets.
+/** Sets: types, flags, timeouts, elements and their comments. */
+function checkSets(s: Json, { a, at, family }: Fam): void {
   assert.deepEqual(s.sets["cluster-ips"].set, {
     kind: "set",
     name: "cluster-ips",
@@ -120,8 +132,10 @@ function checkApplied(out: Json, family: "ip" | "ip6"): void {
     timeout: 10800,
   });
   assert.deepEqual(s.sets["affinity-1"].elements, []);
+}
 
-  // Maps: concatenated verdict map and a data map with a concatenated value.
+/** Maps: a concatenated verdict map and a data map with a concatenated value. */
+function checkMaps(s: Json, { a, at }: Fam): void {
   assert.deepEqual(s.maps["service-ips"].map, {
     kind: "map",
     name: "service-ips",
@@ -148,9 +162,23 @@ function checkApplied(out: Json, family: "ip" | "ip6"): void {
   assert.deepEqual(s.maps["backends"].elements, [
     { kind: "element", map: "backends", key: [a(1)], value: [a(10), "8080"] },
   ]);
+}
 
+function checkApplied(out: Json, family: "ip" | "ip6"): void {
+  const f = famOf(family);
+  assert.equal(out.before, null, "table must not exist before");
+  assert.deepEqual(out.chainsBefore, []);
+  assert.equal(out.afterCheck, null, "check() (dry run) must not create anything");
+  const s = out.state;
+  assert.equal(s.family, family);
+  assert.equal(s.name, "knp-test");
+  assert.equal(s.comment, "rules for kube-nft-proxy tests");
+  checkChains(out, s);
+  checkRules(s, f);
+  checkSets(s, f);
+  checkMaps(s, f);
   // listElements agrees with list().
-  assert.deepEqual(out.serviceIps, svcIps);
+  assert.deepEqual(out.serviceIps, s.maps["service-ips"].elements);
   assert.deepEqual(out.clusterIps, s.sets["cluster-ips"].elements);
   assert.equal(out.missingSet.notFound, true);
 }
