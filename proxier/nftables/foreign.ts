@@ -7,6 +7,7 @@
  * @module
  */
 import type { NftNotification } from "../../ffi/nftables/netlink/notify.ts";
+import type { Drift } from "./drift.ts";
 import { parseEndpointsMap } from "./names.ts";
 import { LISTED_MAPS, LISTED_SETS } from "./plan/kernel_view.ts";
 
@@ -81,4 +82,23 @@ export type ElementCheck = "list" | "regenerate" | "ignore";
 export function elementCheck(set: string): ElementCheck {
   if (LISTED_MAPS.some(([m]) => m === set) || LISTED_SETS.includes(set)) return "list";
   return parseEndpointsMap(set) !== undefined ? "regenerate" : "ignore";
+}
+
+/** The endpoint bucket maps of generation `gen` that `t` touched (elements or the maps). */
+export function touchedBuckets(t: Touched, gen: number): string[] {
+  return [...new Set([...t.elements, ...t.sets])].filter((s) => parseEndpointsMap(s)?.gen === gen);
+}
+
+/** `drift` plus one difference per bucket map another program changed. */
+export function withBuckets(
+  drift: Drift | undefined,
+  buckets: readonly string[],
+  keep = 5,
+): Drift | undefined {
+  if (buckets.length === 0) return drift;
+  const out = drift ?? { count: 0, examples: [] };
+  return {
+    count: out.count + buckets.length,
+    examples: [...out.examples, ...buckets.map((m) => `elements of ${m} changed`)].slice(0, keep),
+  };
 }

@@ -23,8 +23,13 @@ import { planFull } from "./plan/full.ts";
 import { readKernelView } from "./plan/kernel_view.ts";
 import { readTouchedView } from "./plan/touched_view.ts";
 import { elementsOnly, planElementRepair } from "./plan/element_repair.ts";
-import { elementCheck, isEmptyTouched, mergeTouched, type Touched } from "./foreign.ts";
-import { parseEndpointsMap } from "./names.ts";
+import {
+  isEmptyTouched,
+  mergeTouched,
+  type Touched,
+  touchedBuckets,
+  withBuckets,
+} from "./foreign.ts";
 import { planPartial } from "./plan/partial.ts";
 import { type Drift, kernelDrift } from "./drift.ts";
 import type { LogFn } from "../../net/log.ts";
@@ -194,12 +199,9 @@ export class Proxier {
    */
   noteForeign(t: Touched): void {
     if (isEmptyTouched(t)) return;
-    const gen = this.written.gen ?? 0;
-    const buckets = [...t.elements, ...t.sets].filter((s) =>
-      elementCheck(s) === "regenerate" && parseEndpointsMap(s)?.gen === gen
-    );
+    const buckets = touchedBuckets(t, this.written.gen ?? 0);
     if (buckets.length > 0 && !this.written.empty) {
-      this.foreignBuckets.push(...new Set(buckets));
+      this.foreignBuckets.push(...buckets);
       this.requestFullSync("another program changed an endpoint bucket map");
       this.regenerate = true;
     }
@@ -291,7 +293,8 @@ export class Proxier {
         if (canYield && this.shouldYield!()) return this.preempt(input, t0, ops, txs, touched);
         // Kernel against what was written; meaningless when the written state is not trusted.
         if (!this.written.empty && !this.regenerate) drift = kernelDrift(this.written, view);
-        drift = this.withForeignBuckets(drift);
+        drift = withBuckets(drift, this.foreignBuckets);
+        this.foreignBuckets = [];
         plan = planFull(this.written, {
           ctx,
           contextKey: key,
@@ -410,18 +413,6 @@ export class Proxier {
     // The generator's return value: the delta, complete now that every transaction was built.
     this.written.commit(next.value);
     return { ops, txs };
-  }
-
-  /** A regenerating sync's drift, with the bucket maps other programs changed. */
-  private withForeignBuckets(drift: Drift | undefined): Drift | undefined {
-    const b = this.foreignBuckets;
-    if (b.length === 0) return drift;
-    this.foreignBuckets = [];
-    const out = drift ?? { count: 0, examples: [] };
-    return {
-      count: out.count + b.length,
-      examples: [...out.examples, ...b.map((m) => `elements of ${m} changed`)].slice(0, 5),
-    };
   }
 
   /** Result of a full sync that stepped aside (stale report kept for the next one). */
