@@ -181,113 +181,155 @@ async function traced(
   };
 }
 
+/** The namespaces a traffic step uses: the node, the off-cluster client and a client pod. */
+interface Traffic {
+  node: Netns;
+  client: Netns;
+  pod3: Netns;
+}
+
+/** The traffic steps, each real packets and the tracer's prediction for them. */
+const TRAFFIC_STEPS: { name: string; run: (n: Traffic) => Promise<void> }[] = [
+  {
+    name: "ClusterIP TCP balances across endpoints",
+    run: async ({ node, pod3 }) => {
+      const rs = replies(await request(pod3, "tcp", "198.19.0.10", 80, 24));
+      assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
+      // Pod-to-service traffic is not masqueraded.
+      for (const [, peer] of rs) assert.equal(peer, POD4[2]);
+      const tr = await traced(node, POD4[2], "198.19.0.10:80/tcp", "vp3");
+      assert.deepEqual(tr.endpoints, new Set(["pod1", "pod2"]), "trace agrees");
+      assert.equal(tr.masquerade, false);
+    },
+  },
+  {
+    name: "ClusterIP from an off-cluster client is masqueraded",
+    run: async ({ node, client }) => {
+      const rs = replies(await request(client, "tcp", "198.19.0.10", 80, 4));
+      for (const [, peer] of rs) assert.equal(peer, NODE4);
+      assert.equal((await traced(node, CLIENT4, "198.19.0.10:80/tcp")).masquerade, true);
+    },
+  },
+  {
+    name: "ClusterIP UDP balances across endpoints",
+    run: async ({ node, pod3 }) => {
+      const rs = replies(await request(pod3, "udp", "198.19.0.11", 53, 24));
+      assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
+      const tr = await traced(node, POD4[2], "198.19.0.11:53/udp", "vp3");
+      assert.deepEqual(tr.endpoints, new Set(["pod1", "pod2"]));
+    },
+  },
+  {
+    name: "NodePort from off-node client is masqueraded",
+    run: async ({ node, client }) => {
+      const rs = replies(await request(client, "tcp", NODE4, 30080, 3));
+      for (const [label, peer] of rs) {
+        assert.equal(label, "pod1");
+        assert.equal(peer, NODE4);
+      }
+      const tr = await traced(node, CLIENT4, `${NODE4}:30080/tcp`);
+      assert.deepEqual([tr.endpoints, tr.masquerade], [new Set(["pod1"]), true]);
+    },
+  },
+  {
+    name: "eTP=Local NodePort preserves the client IP and stays local",
+    run: async ({ node, client }) => {
+      const rs = replies(await request(client, "tcp", NODE4, 30081, 8));
+      for (const [label, peer] of rs) {
+        assert.equal(label, "pod1");
+        assert.equal(peer, CLIENT4);
+      }
+      const tr = await traced(node, CLIENT4, `${NODE4}:30081/tcp`);
+      assert.deepEqual([tr.endpoints, tr.masquerade], [new Set(["pod1"]), false]);
+    },
+  },
+  {
+    name: "no endpoints: connection refused at once, not a timeout",
+    run: async ({ node, client, pod3 }) => {
+      for (
+        const [from, host, port] of [[pod3, "198.19.0.12", 80], [client, NODE4, 30082]] as const
+      ) {
+        const [r] = await request(from, "tcp", host, port, 1, 5000);
+        assert.ok("error" in r, JSON.stringify(r));
+        assert.equal(r.error, "ConnectionRefused", JSON.stringify(r));
+        assert.ok(r.ms < 1000, `refused after ${r.ms} ms`);
+      }
+      const tr = await traced(node, POD4[2], "198.19.0.12:80/tcp", "vp3");
+      assert.deepEqual([tr.verdict, tr.reason], ["REJECT", "the Service has no endpoints"]);
+    },
+  },
+  {
+    name: "undefined ClusterIP port is refused",
+    run: async ({ node, pod3 }) => {
+      const [r] = await request(pod3, "tcp", "198.19.0.10", 81, 1, 5000);
+      assert.ok("error" in r && r.error === "ConnectionRefused", JSON.stringify(r));
+      const tr = await traced(node, POD4[2], "198.19.0.10:81/tcp", "vp3");
+      assert.deepEqual([tr.verdict, tr.reason], [
+        "REJECT",
+        "the ClusterIP has no such port and protocol",
+      ]);
+    },
+  },
+  {
+    name: "ClientIP affinity sticks to one endpoint",
+    run: async ({ client, pod3 }) => {
+      const rs = replies(await request(pod3, "tcp", "198.19.0.13", 80, 12));
+      assert.equal(new Set(rs.map(([l]) => l)).size, 1, JSON.stringify(rs));
+      const rs2 = replies(await request(client, "tcp", "198.19.0.13", 80, 12));
+      assert.equal(new Set(rs2.map(([l]) => l)).size, 1, JSON.stringify(rs2));
+    },
+  },
+  {
+    name: "IPv6 ClusterIP balances across endpoints",
+    run: async ({ node, pod3 }) => {
+      const rs = replies(await request(pod3, "tcp", "2001:db8:ffff::10", 80, 24));
+      assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
+      const tr = await traced(node, POD6[2], "[2001:db8:ffff::10]:80/tcp", "vp3");
+      assert.deepEqual(tr.endpoints, new Set(["pod1", "pod2"]));
+      for (const [, peer] of rs) assert.equal(peer, POD6[2]);
+    },
+  },
+];
+
+/** Starts the echo servers of pod1 and pod2 (TCP, UDP, and the IPv6 address). */
+function startEchoes(pods: Netns[]): Deno.ChildProcess[] {
+  return pods.map((pod, i) =>
+    pod.spawn([
+      denoBin,
+      "run",
+      "-A",
+      `${FIX}/dataplane_echo.ts`,
+      `pod${i + 1}`,
+      String(TCP_PORT),
+      String(UDP_PORT),
+      POD6[i],
+    ], { stderr: "inherit" })
+  );
+}
+
+/** Stops the echo servers. */
+async function stopEchoes(echoes: Deno.ChildProcess[]): Promise<void> {
+  for (const e of echoes) {
+    try {
+      e.kill("SIGTERM");
+    } catch { /* already gone */ }
+    await e.status;
+    await e.stdout.cancel().catch(() => {});
+  }
+}
+
 e2eTest("dataplane: real traffic through built rules", async (t) => {
   await withNetns(5, async (node, client, pod1, pod2, pod3) => {
     await setUp(node, client, [pod1, pod2, pod3]);
-    const echoes = [pod1, pod2].map((pod, i) =>
-      pod.spawn([
-        denoBin,
-        "run",
-        "-A",
-        `${FIX}/dataplane_echo.ts`,
-        `pod${i + 1}`,
-        String(TCP_PORT),
-        String(UDP_PORT),
-        POD6[i],
-      ], { stderr: "inherit" })
-    );
+    const echoes = startEchoes([pod1, pod2]);
     try {
       for (const e of echoes) assert.equal(await firstLine(e), "ready");
       await program(node);
-
-      await t.step("ClusterIP TCP balances across endpoints", async () => {
-        const rs = replies(await request(pod3, "tcp", "198.19.0.10", 80, 24));
-        assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
-        // Pod-to-service traffic is not masqueraded.
-        for (const [, peer] of rs) assert.equal(peer, POD4[2]);
-        const tr = await traced(node, POD4[2], "198.19.0.10:80/tcp", "vp3");
-        assert.deepEqual(tr.endpoints, new Set(["pod1", "pod2"]), "trace agrees");
-        assert.equal(tr.masquerade, false);
-      });
-
-      await t.step("ClusterIP from an off-cluster client is masqueraded", async () => {
-        const rs = replies(await request(client, "tcp", "198.19.0.10", 80, 4));
-        for (const [, peer] of rs) assert.equal(peer, NODE4);
-        assert.equal((await traced(node, CLIENT4, "198.19.0.10:80/tcp")).masquerade, true);
-      });
-
-      await t.step("ClusterIP UDP balances across endpoints", async () => {
-        const rs = replies(await request(pod3, "udp", "198.19.0.11", 53, 24));
-        assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
-        const tr = await traced(node, POD4[2], "198.19.0.11:53/udp", "vp3");
-        assert.deepEqual(tr.endpoints, new Set(["pod1", "pod2"]));
-      });
-
-      await t.step("NodePort from off-node client is masqueraded", async () => {
-        const rs = replies(await request(client, "tcp", NODE4, 30080, 3));
-        for (const [label, peer] of rs) {
-          assert.equal(label, "pod1");
-          assert.equal(peer, NODE4);
-        }
-        const tr = await traced(node, CLIENT4, `${NODE4}:30080/tcp`);
-        assert.deepEqual([tr.endpoints, tr.masquerade], [new Set(["pod1"]), true]);
-      });
-
-      await t.step("eTP=Local NodePort preserves the client IP and stays local", async () => {
-        const rs = replies(await request(client, "tcp", NODE4, 30081, 8));
-        for (const [label, peer] of rs) {
-          assert.equal(label, "pod1");
-          assert.equal(peer, CLIENT4);
-        }
-        const tr = await traced(node, CLIENT4, `${NODE4}:30081/tcp`);
-        assert.deepEqual([tr.endpoints, tr.masquerade], [new Set(["pod1"]), false]);
-      });
-
-      await t.step("no endpoints: connection refused at once, not a timeout", async () => {
-        for (
-          const [from, host, port] of [[pod3, "198.19.0.12", 80], [client, NODE4, 30082]] as const
-        ) {
-          const [r] = await request(from, "tcp", host, port, 1, 5000);
-          assert.ok("error" in r, JSON.stringify(r));
-          assert.equal(r.error, "ConnectionRefused", JSON.stringify(r));
-          assert.ok(r.ms < 1000, `refused after ${r.ms} ms`);
-        }
-        const tr = await traced(node, POD4[2], "198.19.0.12:80/tcp", "vp3");
-        assert.deepEqual([tr.verdict, tr.reason], ["REJECT", "the Service has no endpoints"]);
-      });
-
-      await t.step("undefined ClusterIP port is refused", async () => {
-        const [r] = await request(pod3, "tcp", "198.19.0.10", 81, 1, 5000);
-        assert.ok("error" in r && r.error === "ConnectionRefused", JSON.stringify(r));
-        const tr = await traced(node, POD4[2], "198.19.0.10:81/tcp", "vp3");
-        assert.deepEqual([tr.verdict, tr.reason], [
-          "REJECT",
-          "the ClusterIP has no such port and protocol",
-        ]);
-      });
-
-      await t.step("ClientIP affinity sticks to one endpoint", async () => {
-        const rs = replies(await request(pod3, "tcp", "198.19.0.13", 80, 12));
-        assert.equal(new Set(rs.map(([l]) => l)).size, 1, JSON.stringify(rs));
-        const rs2 = replies(await request(client, "tcp", "198.19.0.13", 80, 12));
-        assert.equal(new Set(rs2.map(([l]) => l)).size, 1, JSON.stringify(rs2));
-      });
-
-      await t.step("IPv6 ClusterIP balances across endpoints", async () => {
-        const rs = replies(await request(pod3, "tcp", "2001:db8:ffff::10", 80, 24));
-        assert.deepEqual(new Set(rs.map(([l]) => l)), new Set(["pod1", "pod2"]));
-        const tr = await traced(node, POD6[2], "[2001:db8:ffff::10]:80/tcp", "vp3");
-        assert.deepEqual(tr.endpoints, new Set(["pod1", "pod2"]));
-        for (const [, peer] of rs) assert.equal(peer, POD6[2]);
-      });
-    } finally {
-      for (const e of echoes) {
-        try {
-          e.kill("SIGTERM");
-        } catch { /* already gone */ }
-        await e.status;
-        await e.stdout.cancel().catch(() => {});
+      for (const step of TRAFFIC_STEPS) {
+        await t.step(step.name, () => step.run({ node, client, pod3 }));
       }
+    } finally {
+      await stopEchoes(echoes);
     }
   });
 });
