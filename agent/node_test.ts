@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { parseArgs } from "./flags.ts";
 import { Logger } from "./log.ts";
 import { buildNode, informerHandlers, nodeFamilies, proxierConfig } from "./node.ts";
+import { FakeNet } from "./localhost/testing.ts";
 import { MemoryNftables } from "../ffi/nftables/memory/client.ts";
 import { Transaction } from "../ffi/nftables/types.ts";
 import { nftFamily } from "../net/family.ts";
@@ -90,4 +91,50 @@ Deno.test("informer events go to the engine; it syncs once both lists are in", a
   assert.equal(round?.results[4]?.full, true);
   assert.ok((await fake.listElements("map", "no-endpoint-services")).length > 0);
   await node.close();
+});
+
+Deno.test("buildNode: the localhost proxy from this start's flags and gate; a dry run shows the rules only", async () => {
+  const build = async (args: string[]) => {
+    const fakes = {
+      4: new MemoryNftables("ip", "kube-proxy"),
+      6: new MemoryNftables("ip6", "kube-proxy"),
+    };
+    const node = await buildNode(parseArgs(args), { nftables: (f) => fakes[f] }, {
+      nodeName: "me",
+      families: [4, 6],
+      log: quiet,
+      adopted: false,
+      localhostNet: new FakeNet(),
+    });
+    node.engine.markSynced("services");
+    node.engine.markSynced("endpointSlices");
+    await node.engine.syncNow();
+    const jumps = (f: 4 | 6) => fakes[f].dump().includes("jump localhost-nodeports-check");
+    const out = { families: node.localhost.families, rules: [jumps(4), jumps(6)] };
+    await node.close();
+    return out;
+  };
+  assert.deepEqual(await build(["--nodeport-addresses=primary,localhost"]), {
+    families: [4, 6],
+    rules: [true, true],
+  });
+  assert.deepEqual(await build(["--nodeport-addresses=primary,127.0.0.1/32"]), {
+    families: [4],
+    rules: [true, false],
+  });
+  assert.deepEqual(await build(["--nodeport-addresses=all"]), {
+    families: [],
+    rules: [false, false],
+  });
+  assert.deepEqual(
+    await build([
+      "--nodeport-addresses=primary,localhost",
+      "--feature-gates=KubeProxyNFTablesLocalhostNodePorts=false",
+    ]),
+    { families: [], rules: [false, false] },
+  );
+  assert.deepEqual(await build(["--nodeport-addresses=primary,localhost", "--dry-run"]), {
+    families: [],
+    rules: [true, true],
+  });
 });
