@@ -33,6 +33,7 @@ import {
 import { elementCases } from "./nftables_elements.ts";
 import { objectCases } from "./nftables_objects.ts";
 import { rejectionCases } from "./nftables_rejections.ts";
+import { counterCases } from "./nftables_counters.ts";
 
 export { type ClientFactory, type ContractCase, summarize } from "./nftables_helpers.ts";
 
@@ -199,4 +200,5 @@ export const cases: ContractCase[] = [
     },
   },
   ...rejectionCases,
+  ...counterCases,
 ];
