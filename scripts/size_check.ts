@@ -54,7 +54,6 @@ export const ALLOWED: Readonly<Record<string, string>> = {
   "tests/fuzz/reference_model.ts#expect": DIRTY,
   "demo/main.ts#realInside": E2E,
   "scripts/syscall_filter_check.ts#inner": E2E,
-  "tests/e2e/agent_inner.ts#fn": E2E,
   "tests/e2e/crash_conntrack_inner.ts#fn": E2E,
   "tests/e2e/crash_sync_inner.ts#fn": E2E,
   "tests/e2e/dropin_inner.ts#fn": E2E,
