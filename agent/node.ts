@@ -161,7 +161,11 @@ export async function buildNode(
     cfg.gates.localhostNodePorts,
     opts.families,
   );
-  const rules = { ...(opts.rules ?? proxierConfig(cfg)), localhostNodePorts: lhFamilies };
+  // Callers that pass their own rules (goldens, the tracer's tests) may set the reject rules' families.
+  const rules = {
+    ...(opts.rules ?? proxierConfig(cfg)),
+    localhostNodePorts: opts.rules?.localhostNodePorts ?? lhFamilies,
+  };
   const proxiers: Partial<Record<IpFamily, Proxier>> = {};
   const nft: Partial<Record<IpFamily, NftablesClient>> = {};
   let found = false;

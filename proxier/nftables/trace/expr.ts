@@ -89,6 +89,9 @@ export function reasonOf(b: Omit<Branch, "reason">, cause: Step | undefined): st
   return `${b.verdict} in chain ${cause?.chain ?? "?"}`;
 }
 
+/** A selector's value when its implied protocol does not hold: equal to no literal or element. */
+const NO_VALUE = "\u0000";
+
 /** Reads one selector at t[i]; returns its value for the packet and the next index. */
 export function selector(t: string[], i: number, pkt: Pkt, fail: Fail): [string, number] {
   const w = t[i];
@@ -99,6 +102,10 @@ export function selector(t: string[], i: number, pkt: Pkt, fail: Fail): [string,
   }
   if (w === "meta" && t[i + 1] === "l4proto") return [pkt.proto, i + 2];
   if (w === "th" && t[i + 1] === "dport") return [String(pkt.dport), i + 2];
+  if ((w === "tcp" || w === "udp" || w === "sctp") && t[i + 1] === "dport") {
+    // `udp dport` carries an implied `meta l4proto udp`: another protocol never matches.
+    return [pkt.proto === w ? String(pkt.dport) : NO_VALUE, i + 2];
+  }
   if (w === "iifname") return [pkt.iif, i + 1];
   if (w === "meta" && t[i + 1] === "mark") {
     if (t[i + 2] === "&") {

@@ -245,7 +245,10 @@ class Tracer {
     return run.go(0, pkt0);
   }
 
-  /** Verdicts, `ct`, `fib`, `numgen`, `meta mark set` and `update` at word i; else undefined. */
+  /**
+   * Verdicts, `ct`, `fib`, `counter`, `numgen`, `meta mark set` and `update` at word i; else
+   * undefined.
+   */
   #statement(run: RuleRun, i: number, pkt: Pkt): Promise<Res[]> | Res[] | undefined {
     const { t, fail, here, depth, go } = run;
     const w = t[i];
@@ -266,6 +269,7 @@ class Tracer {
       const a = t[i + 1] === "daddr" ? pkt.daddr : t[i + 1] === "saddr" ? pkt.saddr : fail("fib");
       return isLocal(a, this.#local) ? go(i + 4, pkt) : miss;
     }
+    if (w === "counter") return go(counterEnd(t, i), pkt);
     if (w === "numgen") return this.#numgen(run, i, pkt);
     if (w === "meta" && t[i + 1] === "mark" && t[i + 2] === "set") {
       if (t[i + 3] !== "meta" || t[i + 4] !== "mark") fail("mark set");
@@ -397,4 +401,14 @@ class Tracer {
     }
     return out;
   }
+}
+
+/**
+ * The word after a `counter` statement at i: anonymous (`counter`, listed back as `counter packets
+ * N bytes M`) or named (`counter name "x"`). Counting changes nothing the trace follows.
+ */
+function counterEnd(t: readonly string[], i: number): number {
+  if (t[i + 1] === "name") return i + 3;
+  if (t[i + 1] === "packets" && t[i + 3] === "bytes") return i + 5;
+  return i + 1;
 }

@@ -93,7 +93,7 @@ Deno.test("tracer: unknown syntax throws instead of being ignored", async () => 
   table.chains.get("services")!.rules.unshift({
     kind: "rule",
     chain: "services",
-    rule: "tcp flags syn counter",
+    rule: "tcp flags syn limit rate 10/second",
   });
   await assert.rejects(
     () => trace(tableReader(table), p("pod", POD, "198.19.0.1", 80), { nodeIPs: [NODE_IP] }),
@@ -139,4 +139,25 @@ Deno.test("trace: reasons for refused packets", async () => {
     "source not in loadBalancerSourceRanges",
   );
   assert.match((await t(p("offnode", CLIENT, "198.18.200.1", 80))).reason, /^not translated/);
+});
+
+Deno.test("trace: UDP to a loopback NodePort is rejected and counted while the localhost proxy serves", async () => {
+  const base = state4();
+  const udp = svc("ns/udpnp:dns", {
+    clusterIP: "198.19.0.40",
+    protocol: "UDP",
+    port: 53,
+    nodePort: 30053,
+  });
+  const st: ProxyState = {
+    ...base,
+    services: new Map([...base.services, [udp.id, udp]]),
+    endpoints: new Map([...base.endpoints, [udp.id, [ep(EP_R)]]]),
+  };
+  const on = await tracerFor({ localhostNodePorts: [4] }, st);
+  assert.equal((await on(p("host", "127.0.0.1", "127.0.0.1", 30053, "udp"))).verdict, "REJECT");
+  // The rule's counter is named: the tracer reads past it to the verdict.
+  assert.notEqual((await on(p("host", "127.0.0.1", "127.0.0.1", 30004, "tcp"))).verdict, "REJECT");
+  const off = await tracerFor({}, st);
+  assert.notEqual((await off(p("host", "127.0.0.1", "127.0.0.1", 30053, "udp"))).verdict, "REJECT");
 });
