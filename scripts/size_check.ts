@@ -43,7 +43,6 @@ export const ALLOWED: Readonly<Record<string, string>> = {
   "tests/bench/agent/agent_bench.ts#churn": OWNED,
   "tests/bench/main.ts#plan": OWNED,
   "tests/bench/localhost_bench.ts#inner": OWNED,
-  "proxier/nftables/skeleton.ts#buildSkeleton": DIRTY,
   "tests/e2e/conntrack_blackhole_test.ts": DIRTY,
   "tests/e2e/conntrack_blackhole_test.ts#moveEndpoint": DIRTY,
   "tests/e2e/conntrack_blackhole_test.ts#withTopology": DIRTY,

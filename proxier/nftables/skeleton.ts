@@ -127,14 +127,21 @@ export function classChain(
 
 /** The skeleton for `ctx`, with the endpoint maps of generation `gen`. */
 export function buildSkeleton(ctx: BuildContext, gen: number): Skeleton {
-  const ip = ctx.ip;
-  const a = ctx.addrType;
-  const tuple = `${ip} daddr . meta l4proto . th dport`;
-  const nodePortMatch = ctx.nodePortIPs === "all"
-    ? `fib daddr type local ${ip} daddr != ${ip === "ip" ? "127.0.0.0/8" : "::1"}`
-    : `${ip} daddr @${FIXED.nodePortIPs}`;
-  const masq = clusterMasqueradeRule(ctx);
-  const chains: ChainSpec[] = [
+  return {
+    chains: skeletonChains(ctx),
+    sets: skeletonSets(ctx, gen),
+    nodePortIPs: ctx.nodePortIPs === "all" ? [] : [...ctx.nodePortIPs],
+  };
+}
+
+/** The fixed chains: base chains in upstream's order and priorities, then the regular ones. */
+function skeletonChains(ctx: BuildContext): ChainSpec[] {
+  return [...baseChains(ctx), ...regularChains(ctx)];
+}
+
+/** The base chains: the filter hooks before and after DNAT, and the nat hooks. */
+function baseChains(ctx: BuildContext): ChainSpec[] {
+  return [
     {
       chain: baseChain(FIXED.filterPreroutingPreDnat, "filter", "prerouting", -110),
       rules: [`ct state new jump ${FIXED.firewallCheck}`],
@@ -176,6 +183,18 @@ export function buildSkeleton(ctx: BuildContext, gen: number): Skeleton {
       chain: baseChain(FIXED.natPostrouting, "nat", "postrouting", 100),
       rules: [`jump ${FIXED.masquerading}`],
     },
+  ];
+}
+
+/** The regular chains the base chains jump to: dispatch, checks, reject and masquerade. */
+function regularChains(ctx: BuildContext): ChainSpec[] {
+  const ip = ctx.ip;
+  const tuple = `${ip} daddr . meta l4proto . th dport`;
+  const nodePortMatch = ctx.nodePortIPs === "all"
+    ? `fib daddr type local ${ip} daddr != ${ip === "ip" ? "127.0.0.0/8" : "::1"}`
+    : `${ip} daddr @${FIXED.nodePortIPs}`;
+  const masq = clusterMasqueradeRule(ctx);
+  return [
     {
       chain: chain(FIXED.services),
       rules: [
@@ -214,6 +233,11 @@ export function buildSkeleton(ctx: BuildContext, gen: number): Skeleton {
       ],
     },
   ];
+}
+
+/** The fixed sets and the dispatch verdict maps, then this generation's endpoint maps. */
+function skeletonSets(ctx: BuildContext, gen: number): (NftSet | NftMap)[] {
+  const a = ctx.addrType;
   const vmap = (name: string, type: string, comment: string): NftMap => ({
     kind: "map",
     name,
@@ -221,7 +245,7 @@ export function buildSkeleton(ctx: BuildContext, gen: number): Skeleton {
     dataType: "verdict",
     comment,
   });
-  const sets: (NftSet | NftMap)[] = [
+  return [
     vmap(
       FIXED.serviceIPs,
       `${a} . inet_proto . inet_service`,
@@ -253,5 +277,4 @@ export function buildSkeleton(ctx: BuildContext, gen: number): Skeleton {
     },
     ...endpointMaps(ctx, gen),
   ];
-  return { chains, sets, nodePortIPs: ctx.nodePortIPs === "all" ? [] : [...ctx.nodePortIPs] };
 }
