@@ -50,7 +50,6 @@ export const ALLOWED: Readonly<Record<string, string>> = {
     DIRTY,
   "tests/e2e/localhost_nodeport_inner.ts#fn": DIRTY,
   "tests/e2e/neighbours_inner.ts#fn": DIRTY,
-  "tests/fuzz/reference_model.ts#expect": DIRTY,
   "demo/main.ts#realInside": E2E,
   "scripts/syscall_filter_check.ts#inner": E2E,
   "tests/e2e/crash_conntrack_inner.ts#fn": E2E,

@@ -300,16 +300,15 @@ function nodeIPOf(node: Obj, v6: boolean): string | undefined {
   return undefined;
 }
 
-/** What kube-proxy does with `pkt`. */
-export function expect(world: ModelWorld, cfg: ModelConfig, pkt: ModelPacket): Expected {
-  const v6 = isV6(pkt.dst);
-  const nodeIP = nodeIPOf(world.node, v6);
-  const zone = world.node.metadata?.labels?.[ZONE_LABEL] ?? "";
-  const isPod = (ip: string) => cfg.clusterCIDRs.some((c) => inCIDR(ip, c));
-  const isNode = (ip: string) => nodeIP !== undefined && sameAddr(ip, nodeIP);
+/** A frontend the packet is addressed to: a Service port and how it was reached. */
+interface Hit {
+  p: Port;
+  kind: "clusterIP" | "externalIP" | "lb" | "nodePort";
+}
 
-  const ports = [...world.services].flatMap((s) => portsOf(s, v6));
-  const hits: { p: Port; kind: "clusterIP" | "externalIP" | "lb" | "nodePort" }[] = [];
+/** Every frontend `pkt` is addressed to. */
+function frontendHits(ports: Port[], pkt: ModelPacket, isNode: (ip: string) => boolean): Hit[] {
+  const hits: Hit[] = [];
   for (const p of ports) {
     if (p.proto !== pkt.proto) continue;
     const onPort = pkt.dport === p.port.port;
@@ -327,17 +326,32 @@ export function expect(world: ModelWorld, cfg: ModelConfig, pkt: ModelPacket): E
   if (hits.length === 2 && hits[0].p === hits[1].p && hits.some((h) => h.kind === "lb")) {
     hits.splice(hits.findIndex((h) => h.kind !== "lb"), 1);
   }
-  if (hits.length > 1) throw new Error(`model: packet matches ${hits.length} frontends`);
+  return hits;
+}
 
-  if (hits.length === 0) {
-    if (ports.some((p) => sameAddr(p.clusterIP, pkt.dst))) {
-      return { verdict: "REJECT", why: "a ClusterIP, but no such port and protocol" };
-    }
-    if (world.serviceCIDRs.some((c) => inCIDR(pkt.dst, c))) {
-      return { verdict: "DROP", why: "an unallocated address in a ServiceCIDR" };
-    }
-    return { verdict: "ACCEPT", why: "not a Service frontend", targets: [] };
+/** What happens to a packet addressed to no frontend. */
+function notAFrontend(world: ModelWorld, ports: Port[], pkt: ModelPacket): Expected {
+  if (ports.some((p) => sameAddr(p.clusterIP, pkt.dst))) {
+    return { verdict: "REJECT", why: "a ClusterIP, but no such port and protocol" };
   }
+  if (world.serviceCIDRs.some((c) => inCIDR(pkt.dst, c))) {
+    return { verdict: "DROP", why: "an unallocated address in a ServiceCIDR" };
+  }
+  return { verdict: "ACCEPT", why: "not a Service frontend", targets: [] };
+}
+
+/** What kube-proxy does with `pkt`. */
+export function expect(world: ModelWorld, cfg: ModelConfig, pkt: ModelPacket): Expected {
+  const v6 = isV6(pkt.dst);
+  const nodeIP = nodeIPOf(world.node, v6);
+  const zone = world.node.metadata?.labels?.[ZONE_LABEL] ?? "";
+  const isPod = (ip: string) => cfg.clusterCIDRs.some((c) => inCIDR(ip, c));
+  const isNode = (ip: string) => nodeIP !== undefined && sameAddr(ip, nodeIP);
+
+  const ports = [...world.services].flatMap((s) => portsOf(s, v6));
+  const hits = frontendHits(ports, pkt, isNode);
+  if (hits.length > 1) throw new Error(`model: packet matches ${hits.length} frontends`);
+  if (hits.length === 0) return notAFrontend(world, ports, pkt);
 
   const { p, kind } = hits[0];
   const eps = endpointsOf(world, cfg, p.svc, p.port, v6);
