@@ -106,6 +106,155 @@ class Prober {
   }
 }
 
+/** What the steps share: the API server, the ConfigMap mount, and the agent a step may replace. */
+interface Ctx {
+  api: FakeApiServer;
+  kubeconfig: string;
+  mount: ConfigMapMount;
+  start: (argv: string[]) => AgentProcess;
+  kubeadm: string[];
+  agent: AgentProcess;
+}
+
+/** kubeadm's command line and config.conf, a config edit, the start-up Event. */
+async function kubeadmSteps(t: Deno.TestContext, ctx: Ctx): Promise<void> {
+  const { api, kubeconfig } = ctx;
+  await t.step("kubeadm's DaemonSet command and v1alpha1 config.conf: it serves", async () => {
+    await waitHealthy(ctx.agent, HEALTHZ);
+    await reaches("198.19.0.10", ["a", "b"]);
+  });
+
+  await t.step(
+    "the metrics port serves upstream's /proxyMode, /healthz, /configz",
+    async () => {
+      assert.deepEqual(await httpGet(`${METRICS}/proxyMode`), {
+        status: 200,
+        body: "nftables",
+      });
+      assert.deepEqual(await httpGet(`${METRICS}/healthz`), { status: 200, body: "ok" });
+      const cz = await httpGet(`${METRICS}/configz`);
+      assert.equal(cz.status, 200, cz.body);
+      const c = JSON.parse(cz.body)["kubeproxy.config.k8s.io"];
+      assert.equal(c.Mode, "nftables");
+      assert.equal(c.HostnameOverride, NODE_NAME);
+      assert.equal(c.ClientConnection.Kubeconfig, kubeconfig);
+      assert.deepEqual(c.DetectLocal.ClusterCIDRs, ["198.18.1.0/24"]);
+      assert.equal(c.HealthzBindAddress, "0.0.0.0:10256");
+      assert.equal(c.MinSyncPeriod, "1s");
+    },
+  );
+
+  await t.step("the start-up Event reaches the API server", async () => {
+    const ev = await eventually(
+      "the Starting event",
+      () =>
+        api.events.find((e) =>
+          e.reason === "Starting" && (e.regarding as { name?: string })?.name === NODE_NAME
+        ),
+    );
+    assert.equal(ev.action, "StartKubeProxy");
+    assert.equal(ev.reportingController, "kube-proxy");
+    assert.equal(ev.type, "Normal");
+  });
+}
+
+/** Config edits and the addon's command line. */
+async function editSteps(t: Deno.TestContext, ctx: Ctx): Promise<void> {
+  const { api, kubeconfig, mount, start, kubeadm } = ctx;
+  await t.step(
+    "a ConfigMap update: exit 1, restart reads v1alpha2, no traffic gap",
+    async () => {
+      const prober = new Prober("198.19.0.10");
+      await new Promise((r) => setTimeout(r, 500));
+      const from = ctx.agent.lines.length;
+      mount.write(
+        forTest("./kubeadm-kube-proxy-v1alpha2.conf", kubeconfig)
+          .replace(/^minSyncPeriod: 0s$/m, "minSyncPeriod: 250ms"),
+      );
+      const st = await Promise.race([
+        ctx.agent.status,
+        new Promise<undefined>((r) => setTimeout(() => r(undefined), 20_000)),
+      ]);
+      assert.ok(st, `the agent did not exit after the edit\n${ctx.agent.tail()}`);
+      assert.equal(st.code, 1, ctx.agent.tail());
+      await ctx.agent.waitForLine(/The configuration file changed; exiting/, 1000, from);
+      // The DaemonSet's restart: the rules serve meanwhile.
+      await new Promise((r) => setTimeout(r, 1000));
+      ctx.agent = start(kubeadm);
+      await ctx.agent.waitForLine(/Adopting the existing kube-proxy tables/, 30_000);
+      await waitHealthy(ctx.agent, HEALTHZ);
+      await new Promise((r) => setTimeout(r, 500));
+      await prober.stop();
+      assert.ok(prober.attempts > 20, `only ${prober.attempts} probes`);
+      assert.deepEqual(prober.failures, [], "connections failed during the restart");
+      const c = JSON.parse((await httpGet(`${METRICS}/configz`)).body)["kubeproxy.config.k8s.io"];
+      assert.equal(c.MinSyncPeriod, "250ms");
+      // v1alpha2's default lists: healthz on [::] (IPv4 too), metrics on both loopbacks.
+      assert.equal((await httpGet("http://[2001:db8::1]:10256/healthz")).status, 200);
+      assert.equal((await httpGet(`http://${NODE4}:10256/healthz`)).status, 200);
+      assert.equal((await httpGet("http://[::1]:10249/proxyMode")).body, "nftables");
+      assert.equal((await httpGet(`http://${NODE4}:10249/proxyMode`)).status, 0, "not exposed");
+      api.apply(service("after", { ip: "198.19.0.20" }));
+      api.apply(slice("after", [A]));
+      await reaches("198.19.0.20", ["a"]);
+      const stop = await ctx.agent.stop("SIGTERM");
+      assert.equal(stop.code, 0, ctx.agent.tail());
+    },
+  );
+
+  await t.step(
+    "the kube-up addon's flag list: it serves; unknown-here flags warn",
+    async () => {
+      // The addon passes no --hostname-override: on its nodes the host name is the Node's name.
+      api.apply(node(Deno.hostname().trim().toLowerCase()));
+      ctx.agent = start(addonArgs([`--kubeconfig=${kubeconfig}`, ...NETNS_SAFE_FLAGS]));
+      await waitHealthy(ctx.agent, HEALTHZ);
+      await ctx.agent.waitForLine(
+        (l) =>
+          l.stream === "stderr" &&
+          l.text.includes(
+            "flag --oom-score-adj is accepted for compatibility and has no effect",
+          ),
+        5000,
+      );
+      await reaches("198.19.0.10", ["a", "b"]);
+      const c = JSON.parse((await httpGet(`${METRICS}/configz`)).body)["kubeproxy.config.k8s.io"];
+      assert.equal(c.SyncPeriod, "1m0s");
+      assert.equal(c.MinSyncPeriod, "10s");
+      assert.equal(c.DetectLocalMode, "NodeCIDR");
+      const stop = await ctx.agent.stop("SIGTERM");
+      assert.equal(stop.code, 0, ctx.agent.tail());
+    },
+  );
+}
+
+/** A taken metrics port, and --cleanup. */
+async function failureSteps(t: Deno.TestContext, ctx: Ctx): Promise<void> {
+  const { api, start, kubeadm } = ctx;
+  await t.step("a taken metrics port: exit 1 and upstream's Warning event", async () => {
+    const taken = Deno.listen({ hostname: "127.0.0.1", port: 10249 });
+    try {
+      ctx.agent = start(kubeadm);
+      const st = await ctx.agent.status;
+      assert.equal(st.code, 1, ctx.agent.tail());
+      const ev = api.events.find((e) => e.reason === "FailedToStartMetricServer");
+      assert.ok(ev, `no FailedToStartMetricServer event: ${JSON.stringify(api.events)}`);
+      assert.equal(ev.type, "Warning");
+      assert.equal(ev.action, "StartKubeProxy");
+      assert.match(String(ev.note), /in use/i);
+    } finally {
+      taken.close();
+    }
+  });
+
+  await t.step("--cleanup removes the tables", async () => {
+    const r = await AgentProcess.run(["--cleanup"]);
+    assert.equal(r.code, 0, r.output);
+    const tables = await run(["nft", "list", "tables"]);
+    assert.ok(!tables.stdout.includes("kube-proxy"), tables.stdout);
+  });
+}
+
 Deno.test({
   name: "drop-in: kubeadm's and the addon's command lines, v1alpha1 and v1alpha2, config edits",
   sanitizeOps: false,
@@ -127,141 +276,16 @@ Deno.test({
       });
     mount.write(forTest("./kubeadm-kube-proxy.conf", kubeconfig));
     const kubeadm = kubeadmArgs(NODE_NAME, mount.path);
-    let agent = start(kubeadm);
+    const ctx: Ctx = { api, kubeconfig, mount, start, kubeadm, agent: start(kubeadm) };
     try {
-      await t.step("kubeadm's DaemonSet command and v1alpha1 config.conf: it serves", async () => {
-        await waitHealthy(agent, HEALTHZ);
-        await reaches("198.19.0.10", ["a", "b"]);
-      });
-
-      await t.step(
-        "the metrics port serves upstream's /proxyMode, /healthz, /configz",
-        async () => {
-          assert.deepEqual(await httpGet(`${METRICS}/proxyMode`), {
-            status: 200,
-            body: "nftables",
-          });
-          assert.deepEqual(await httpGet(`${METRICS}/healthz`), { status: 200, body: "ok" });
-          const cz = await httpGet(`${METRICS}/configz`);
-          assert.equal(cz.status, 200, cz.body);
-          const c = JSON.parse(cz.body)["kubeproxy.config.k8s.io"];
-          assert.equal(c.Mode, "nftables");
-          assert.equal(c.HostnameOverride, NODE_NAME);
-          assert.equal(c.ClientConnection.Kubeconfig, kubeconfig);
-          assert.deepEqual(c.DetectLocal.ClusterCIDRs, ["198.18.1.0/24"]);
-          assert.equal(c.HealthzBindAddress, "0.0.0.0:10256");
-          assert.equal(c.MinSyncPeriod, "1s");
-        },
-      );
-
-      await t.step("the start-up Event reaches the API server", async () => {
-        const ev = await eventually(
-          "the Starting event",
-          () =>
-            api.events.find((e) =>
-              e.reason === "Starting" && (e.regarding as { name?: string })?.name === NODE_NAME
-            ),
-        );
-        assert.equal(ev.action, "StartKubeProxy");
-        assert.equal(ev.reportingController, "kube-proxy");
-        assert.equal(ev.type, "Normal");
-      });
-
-      await t.step(
-        "a ConfigMap update: exit 1, restart reads v1alpha2, no traffic gap",
-        async () => {
-          const prober = new Prober("198.19.0.10");
-          await new Promise((r) => setTimeout(r, 500));
-          const from = agent.lines.length;
-          mount.write(
-            forTest("./kubeadm-kube-proxy-v1alpha2.conf", kubeconfig)
-              .replace(/^minSyncPeriod: 0s$/m, "minSyncPeriod: 250ms"),
-          );
-          const st = await Promise.race([
-            agent.status,
-            new Promise<undefined>((r) => setTimeout(() => r(undefined), 20_000)),
-          ]);
-          assert.ok(st, `the agent did not exit after the edit\n${agent.tail()}`);
-          assert.equal(st.code, 1, agent.tail());
-          await agent.waitForLine(/The configuration file changed; exiting/, 1000, from);
-          // The DaemonSet's restart: the rules serve meanwhile.
-          await new Promise((r) => setTimeout(r, 1000));
-          agent = start(kubeadm);
-          await agent.waitForLine(/Adopting the existing kube-proxy tables/, 30_000);
-          await waitHealthy(agent, HEALTHZ);
-          await new Promise((r) => setTimeout(r, 500));
-          await prober.stop();
-          assert.ok(prober.attempts > 20, `only ${prober.attempts} probes`);
-          assert.deepEqual(prober.failures, [], "connections failed during the restart");
-          const c =
-            JSON.parse((await httpGet(`${METRICS}/configz`)).body)["kubeproxy.config.k8s.io"];
-          assert.equal(c.MinSyncPeriod, "250ms");
-          // v1alpha2's default lists: healthz on [::] (IPv4 too), metrics on both loopbacks.
-          assert.equal((await httpGet("http://[2001:db8::1]:10256/healthz")).status, 200);
-          assert.equal((await httpGet(`http://${NODE4}:10256/healthz`)).status, 200);
-          assert.equal((await httpGet("http://[::1]:10249/proxyMode")).body, "nftables");
-          assert.equal((await httpGet(`http://${NODE4}:10249/proxyMode`)).status, 0, "not exposed");
-          api.apply(service("after", { ip: "198.19.0.20" }));
-          api.apply(slice("after", [A]));
-          await reaches("198.19.0.20", ["a"]);
-          const stop = await agent.stop("SIGTERM");
-          assert.equal(stop.code, 0, agent.tail());
-        },
-      );
-
-      await t.step(
-        "the kube-up addon's flag list: it serves; unknown-here flags warn",
-        async () => {
-          // The addon passes no --hostname-override: on its nodes the host name is the Node's name.
-          api.apply(node(Deno.hostname().trim().toLowerCase()));
-          agent = start(addonArgs([`--kubeconfig=${kubeconfig}`, ...NETNS_SAFE_FLAGS]));
-          await waitHealthy(agent, HEALTHZ);
-          await agent.waitForLine(
-            (l) =>
-              l.stream === "stderr" &&
-              l.text.includes(
-                "flag --oom-score-adj is accepted for compatibility and has no effect",
-              ),
-            5000,
-          );
-          await reaches("198.19.0.10", ["a", "b"]);
-          const c =
-            JSON.parse((await httpGet(`${METRICS}/configz`)).body)["kubeproxy.config.k8s.io"];
-          assert.equal(c.SyncPeriod, "1m0s");
-          assert.equal(c.MinSyncPeriod, "10s");
-          assert.equal(c.DetectLocalMode, "NodeCIDR");
-          const stop = await agent.stop("SIGTERM");
-          assert.equal(stop.code, 0, agent.tail());
-        },
-      );
-
-      await t.step("a taken metrics port: exit 1 and upstream's Warning event", async () => {
-        const taken = Deno.listen({ hostname: "127.0.0.1", port: 10249 });
-        try {
-          agent = start(kubeadm);
-          const st = await agent.status;
-          assert.equal(st.code, 1, agent.tail());
-          const ev = api.events.find((e) => e.reason === "FailedToStartMetricServer");
-          assert.ok(ev, `no FailedToStartMetricServer event: ${JSON.stringify(api.events)}`);
-          assert.equal(ev.type, "Warning");
-          assert.equal(ev.action, "StartKubeProxy");
-          assert.match(String(ev.note), /in use/i);
-        } finally {
-          taken.close();
-        }
-      });
-
-      await t.step("--cleanup removes the tables", async () => {
-        const r = await AgentProcess.run(["--cleanup"]);
-        assert.equal(r.code, 0, r.output);
-        const tables = await run(["nft", "list", "tables"]);
-        assert.ok(!tables.stdout.includes("kube-proxy"), tables.stdout);
-      });
+      await kubeadmSteps(t, ctx);
+      await editSteps(t, ctx);
+      await failureSteps(t, ctx);
     } catch (err) {
-      console.error(`--- agent output (last lines) ---\n${agent.tail(80)}`);
+      console.error(`--- agent output (last lines) ---\n${ctx.agent.tail(80)}`);
       throw err;
     } finally {
-      await agent.stop("SIGTERM", 5000);
+      await ctx.agent.stop("SIGTERM", 5000);
       logFile?.close();
       await api.close();
       await Deno.remove(kubeconfig).catch(() => {});
