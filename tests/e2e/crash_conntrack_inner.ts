@@ -71,6 +71,109 @@ const count = () => Number(Deno.readTextFileSync(COUNT).trim());
 /** A client in the client namespace sending from one source port, its replies recorded. */
 const startPinger = (sport: number) => startUdpPinger(topo.client, DNS, 53, sport);
 
+/** The TCP prober, run in the client namespace (tests/bench/agent/prober.ts). */
+function startProber(): Prober {
+  const proberChild = new Deno.Command("ip", {
+    args: [
+      "netns",
+      "exec",
+      topo.client.name,
+      denoBin,
+      "run",
+      "-A",
+      `${repoRoot}/tests/bench/agent/prober.ts`,
+    ],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  return new Prober(proberChild);
+}
+
+/** What the steps share; `start` replaces the agent, `step` stops the test at a failed step. */
+interface Ctx {
+  aut: ReturnType<typeof startAgent>;
+  api: ReturnType<typeof startAgent>["api"];
+  prober: Prober;
+  pinger: ReturnType<typeof startPinger>;
+  agent: AgentProcess | undefined;
+  start: () => AgentProcess;
+  kill: () => Promise<void>;
+  step: (name: string, fn: () => Promise<void>) => Promise<void>;
+}
+
+/** An agent programs the Services and a UDP flow; with the agent down, a leaves the Service and the flows pile up. */
+async function seedSteps(ctx: Ctx): Promise<void> {
+  const { aut, api, prober, pinger, start, kill, step } = ctx;
+  await step("an agent programs the Services; a client's UDP flow goes to a", async () => {
+    start();
+    await aut.healthy();
+    await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
+    await eventually(
+      "the pinger answered by a",
+      () => pinger.fromSince("a", 0) > 3 || undefined,
+    );
+    await prober.send({ op: "watch", targets: [`${WEB}:80`] });
+  });
+
+  let before = 0;
+  await step("while no agent runs: endpoint a leaves the Service, 120k flows", async () => {
+    await kill();
+    api.apply(slice("dns", [B], "UDP"));
+    await loadFlows(0, STALE, A);
+    await loadFlows(STALE, GOOD, B);
+    before = count();
+    assert.ok(before >= STALE + GOOD, `only ${before} conntrack entries`);
+    assert.equal(await flowsTo(A, true), STALE, "the stale flows are not there");
+    assert.equal(await flowsTo(B, true), GOOD, "the healthy flows are not there");
+  });
+}
+
+/** Killed as the first reconcile starts, killed while it deletes; the next agent finishes. */
+async function crashSteps(ctx: Ctx): Promise<void> {
+  const { prober, pinger, start, kill, step } = ctx;
+  await step("killed as its first reconcile starts", async () => {
+    const t0 = count();
+    start();
+    await ctx.agent!.waitForLine(/SyncProxyRules complete.*ipFamily="IPv4"/, 30_000);
+    await kill();
+    console.log(`    conntrack entries: ${t0} before, ${count()} at the kill`);
+  });
+
+  let atKill = 0;
+  await step("killed while the reconcile deletes", async () => {
+    const t0 = count();
+    start();
+    for (let k = 0;; k++) {
+      if (count() < t0 - 2000) break;
+      if (k % 200 === 0) await sleep(1);
+      if (k > 2_000_000) throw new Error("the reconcile never started deleting");
+    }
+    await kill();
+    atKill = count();
+    console.log(`    conntrack entries: ${t0} before, ${atKill} at the kill`);
+    assert.ok(atKill > GOOD + 1000, "the reconcile had finished before the kill");
+  });
+
+  await step("the next agent finishes the job; nothing else was touched", async () => {
+    const tRestart = Date.now();
+    start();
+    const done = await ctx.agent!.waitForLine(/Conntrack reconcile done.*ipFamily="IPv4"/, 30_000);
+    const deleted = Number(/deleted=(\d+)/.exec(done.text)?.[1]);
+    assert.ok(deleted > 0, done.text);
+    assert.equal(await flowsTo(A), 0, "stale flows left");
+    assert.equal(await flowsTo(B, true), GOOD, "healthy flows were deleted");
+    // The client that kept its source port is answered by b now.
+    await eventually(
+      "the pinger moved to b",
+      () => pinger.fromSince("b", tRestart) > 3 || undefined,
+    );
+    const w = await prober.send({ op: "unwatch" });
+    assert.equal(w.failures, 0, `failed TCP probes: ${JSON.stringify(w)}`);
+    assert.ok(Number(w.probes) > 50, `only ${w.probes} probes`);
+  });
+}
+
 Deno.test({
   name: "crash during a conntrack reconcile: killed twice, the next agent finishes the job",
   sanitizeOps: false,
@@ -92,97 +195,28 @@ Deno.test({
     });
     const { api } = aut;
 
-    const proberChild = new Deno.Command("ip", {
-      args: [
-        "netns",
-        "exec",
-        topo.client.name,
-        denoBin,
-        "run",
-        "-A",
-        `${repoRoot}/tests/bench/agent/prober.ts`,
-      ],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    const prober = new Prober(proberChild);
+    const prober = startProber();
     const pinger = startPinger(40000);
-    let agent: AgentProcess | undefined;
-    const start = () => (agent = aut.start());
-    const kill = async () => {
-      const st = await agent!.stop("SIGKILL");
-      assert.equal(st.signal, "SIGKILL", JSON.stringify(st));
-    };
-    const step = async (name: string, fn: () => Promise<void>) => {
-      if (!(await t.step(name, fn))) throw new Error(`stopped after the failed step "${name}"`);
+    const ctx: Ctx = {
+      aut,
+      api,
+      prober,
+      pinger,
+      agent: undefined,
+      start: () => (ctx.agent = aut.start()),
+      kill: async () => {
+        const st = await ctx.agent!.stop("SIGKILL");
+        assert.equal(st.signal, "SIGKILL", JSON.stringify(st));
+      },
+      step: async (name, fn) => {
+        if (!(await t.step(name, fn))) throw new Error(`stopped after the failed step "${name}"`);
+      },
     };
     try {
-      await step("an agent programs the Services; a client's UDP flow goes to a", async () => {
-        start();
-        await aut.healthy();
-        await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
-        await eventually(
-          "the pinger answered by a",
-          () => pinger.fromSince("a", 0) > 3 || undefined,
-        );
-        await prober.send({ op: "watch", targets: [`${WEB}:80`] });
-      });
-
-      let before = 0;
-      await step("while no agent runs: endpoint a leaves the Service, 120k flows", async () => {
-        await kill();
-        api.apply(slice("dns", [B], "UDP"));
-        await loadFlows(0, STALE, A);
-        await loadFlows(STALE, GOOD, B);
-        before = count();
-        assert.ok(before >= STALE + GOOD, `only ${before} conntrack entries`);
-        assert.equal(await flowsTo(A, true), STALE, "the stale flows are not there");
-        assert.equal(await flowsTo(B, true), GOOD, "the healthy flows are not there");
-      });
-
-      await step("killed as its first reconcile starts", async () => {
-        const t0 = count();
-        start();
-        await agent!.waitForLine(/SyncProxyRules complete.*ipFamily="IPv4"/, 30_000);
-        await kill();
-        console.log(`    conntrack entries: ${t0} before, ${count()} at the kill`);
-      });
-
-      let atKill = 0;
-      await step("killed while the reconcile deletes", async () => {
-        const t0 = count();
-        start();
-        for (let k = 0;; k++) {
-          if (count() < t0 - 2000) break;
-          if (k % 200 === 0) await sleep(1);
-          if (k > 2_000_000) throw new Error("the reconcile never started deleting");
-        }
-        await kill();
-        atKill = count();
-        console.log(`    conntrack entries: ${t0} before, ${atKill} at the kill`);
-        assert.ok(atKill > GOOD + 1000, "the reconcile had finished before the kill");
-      });
-
-      await step("the next agent finishes the job; nothing else was touched", async () => {
-        const tRestart = Date.now();
-        start();
-        const done = await agent!.waitForLine(/Conntrack reconcile done.*ipFamily="IPv4"/, 30_000);
-        const deleted = Number(/deleted=(\d+)/.exec(done.text)?.[1]);
-        assert.ok(deleted > 0, done.text);
-        assert.equal(await flowsTo(A), 0, "stale flows left");
-        assert.equal(await flowsTo(B, true), GOOD, "healthy flows were deleted");
-        // The client that kept its source port is answered by b now.
-        await eventually(
-          "the pinger moved to b",
-          () => pinger.fromSince("b", tRestart) > 3 || undefined,
-        );
-        const w = await prober.send({ op: "unwatch" });
-        assert.equal(w.failures, 0, `failed TCP probes: ${JSON.stringify(w)}`);
-        assert.ok(Number(w.probes) > 50, `only ${w.probes} probes`);
-      });
+      await seedSteps(ctx);
+      await crashSteps(ctx);
     } catch (err) {
-      console.error(`--- agent output (last lines) ---\n${agent?.tail(40)}`);
+      console.error(`--- agent output (last lines) ---\n${ctx.agent?.tail(40)}`);
       throw err;
     } finally {
       await aut.close();
