@@ -113,6 +113,185 @@ async function deleteTable(): Promise<void> {
   await run(["nft", "delete", "table", "ip", "kube-proxy"], { check: false });
 }
 
+/** What the steps share; `start` replaces the agent, `step` stops the test at a failed step. */
+interface Ctx {
+  aut: ReturnType<typeof startAgent>;
+  api: ReturnType<typeof startAgent>["api"];
+  net: BenchNet;
+  agent: AgentProcess | undefined;
+  start: () => AgentProcess;
+  kill: () => Promise<void>;
+  step: (name: string, fn: () => Promise<void>) => Promise<void>;
+}
+
+/**
+ * Kills the agent between two transactions of a chunked full sync: a full sync writes
+ * Services in list order, a whole Service per transaction, ~2650 of them in each here. Once
+ * `count` (a cheap listing) is past 0 and short of all, the first transaction is in and the
+ * next one ~0.4 s away. Returns false when a poll came too late (the sync had finished).
+ */
+async function killMidway(ctx: Ctx, count: () => Promise<number>): Promise<boolean> {
+  for (let k = 0; k < 3000; k++) {
+    const n = await count();
+    if (n >= N) return false;
+    if (n > 0) {
+      await ctx.kill();
+      return true;
+    }
+    await sleep(2);
+  }
+  throw new Error("the sync never started");
+}
+
+/** After a restart: stops the agent right after its first sync, checks, lets it go on. */
+async function firstSync(ctx: Ctx, what: string, allowed: Map<string, string[][]>): Promise<void> {
+  const agent = ctx.agent!;
+  const from = agent.lines.length;
+  await agent.waitForLine(/SyncProxyRules complete.*ipFamily="IPv4"/, 60_000, from);
+  Deno.kill(agent.pid, "SIGSTOP");
+  try {
+    await checkTable(`${what}, after the first sync`, allowed, true);
+  } finally {
+    Deno.kill(agent.pid, "SIGCONT");
+  }
+}
+
+/** Killed before the first transaction, right after it, and between the cold start's transactions. */
+async function coldStartSteps(ctx: Ctx): Promise<Map<string, string[]>> {
+  const { start, kill, step } = ctx;
+  const initial = expected(() => [0]);
+  let programmed = new Map<string, string[]>();
+  await step("killed before its first transaction: no table", async () => {
+    await deleteTable();
+    start();
+    await ctx.agent!.waitForLine(/Informer synced.*resource="endpointslices"/, 60_000);
+    await kill();
+    assert.equal(await dispatchCount(), 0);
+    const chains = await run(["nft", "list", "chains", "ip"]);
+    assert.doesNotMatch(chains.stdout, /kube-proxy/, "a transaction ran before the kill");
+  });
+
+  await step("killed right after its first transaction: skeleton only", async () => {
+    const mon = new Deno.Command("nft", {
+      args: ["monitor", "new", "tables"],
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    const reader = mon.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    start();
+    let seen = "";
+    while (!/add table ip kube-proxy/.test(seen)) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error("nft monitor ended");
+      seen += value;
+    }
+    await kill();
+    mon.kill("SIGTERM");
+    await mon.status;
+    const frontends = await checkTable("skeleton only", initial, false);
+    assert.equal(frontends.size, 0, "elements were written before the kill");
+    assert.match((await run(["nft", "list", "chains", "ip"])).stdout, /chain services/);
+  });
+
+  await step("killed between the cold start's transactions", async () => {
+    for (let attempt = 0;; attempt++) {
+      await deleteTable();
+      start();
+      if (await killMidway(ctx, clusterIPCount)) break;
+      await kill();
+      assert.ok(attempt < 3, "never caught the cold start between two transactions");
+    }
+    programmed = await checkTable("cold start cut short", initial, false);
+    assert.ok(programmed.size > 0 && programmed.size < initial.size, `${programmed.size}`);
+    console.log(`    caught with ${programmed.size} of ${initial.size} frontends written`);
+  });
+  return programmed;
+}
+
+/** Killed between a regeneration's transactions, then a restart that converges; trace and explain. */
+async function regenerationSteps(ctx: Ctx, programmed: Map<string, string[]>): Promise<void> {
+  const { net, start, kill, step } = ctx;
+  const initial = expected(() => [0]);
+  await step("killed between the restart's fresh-generation transactions", async () => {
+    // Each restart moves to a new generation (1, 2, ...): catch one between transactions.
+    let gen = 1;
+    for (;; gen++) {
+      start();
+      if (await killMidway(ctx, () => inGeneration(gen))) break;
+      await kill();
+      assert.ok(gen < 4, "never caught a regeneration between two transactions");
+    }
+    const now = await checkTable("regeneration cut short", initial, false);
+    console.log(`    caught with ${await inGeneration(gen)} of ${N} ClusterIPs re-pointed`);
+    const lost = [...programmed.keys()].filter((k) => !now.has(k));
+    assert.deepEqual(lost.slice(0, 5), [], "frontends programmed before were dropped");
+  });
+
+  await step("a restart converges within one sync; no probe failed", async () => {
+    start();
+    await firstSync(ctx, "after two kills", initial);
+    const w = await net.prober.send({ op: "unwatch" });
+    assert.equal(w.failures, 0, `failed probes: ${JSON.stringify(w)}`);
+    assert.ok(Number(w.probes) > 50, `only ${w.probes} probes`);
+  });
+
+  await step("trace and explain on this table answer in seconds", async () => {
+    // Each `get element` or `list chain` through libnftables 1.0.6 loads every element of
+    // the table first (~2 s here): a trace made of ~40 of them took nearly two minutes.
+    const i = N - 1, t0 = performance.now();
+    const tr = await AgentProcess.run([
+      "trace",
+      "--from",
+      "198.18.3.2",
+      "--to",
+      `${clusterIP(i)}:${SERVICE_PORT}/tcp`,
+    ]);
+    const traceMs = performance.now() - t0;
+    assert.equal(tr.code, 0, tr.output);
+    for (const ip of eps(i, 0)) assert.ok(tr.output.includes(`${ip}:${TARGET_PORT}`), ip);
+    const t1 = performance.now();
+    const ex = await AgentProcess.run(["explain", `ns${i % 100}/svc-${i}`]);
+    const explainMs = performance.now() - t1;
+    assert.equal(ex.code, 0, ex.output);
+    console.log(`    trace ${Math.round(traceMs)} ms, explain ${Math.round(explainMs)} ms`);
+    assert.ok(traceMs < 20_000 && explainMs < 20_000, "trace or explain took over 20 s");
+  });
+}
+
+/** Services changed, and the agent killed 0, 150 and 400 ms later. */
+async function changeSteps(ctx: Ctx): Promise<void> {
+  const { api, net, start, kill, step } = ctx;
+  let shift = 0; // each round flips the changed Services between two endpoint sets
+  for (const delay of [0, 150, 400]) {
+    await step(`${CHANGED} Services changed, killed ${delay} ms later`, async () => {
+      // Unchanged Services (the last ones) must answer throughout.
+      const unchanged = Array.from({ length: 40 }, (_, k) => N - 1 - k * 7)
+        .map((i) => `${clusterIP(i)}:${SERVICE_PORT}`);
+      await net.prober.send({ op: "watch", targets: unchanged });
+      const now = shift, next = 8000 - shift;
+      shift = next;
+      for (let i = 0; i < CHANGED; i++) {
+        api.apply(slice(i, eps(i, next).map((ip) => ({ ip }))));
+      }
+      await sleep(delay);
+      await kill();
+      const during = expected((i) => (i < CHANGED ? [now, next] : [0]));
+      const cut = await checkTable("partial sync cut short", during, false);
+      const moved = Array.from({ length: CHANGED }, (_, i) => frontendsOf(i, next)[0])
+        .filter(([key, want]) => cut.get(key)?.join() === want.join()).length;
+      console.log(`    caught with ${moved} of ${CHANGED} changed Services written`);
+      start();
+      await firstSync(
+        ctx,
+        "after a kill mid-change",
+        expected((i) => (i < CHANGED ? [next] : [0])),
+      );
+      const w = await net.prober.send({ op: "unwatch" });
+      assert.equal(w.failures, 0, `failed probes: ${JSON.stringify(w)}`);
+    });
+  }
+}
+
 Deno.test({
   name: "crash mid-sync: SIGKILL at observed points, restart, converge within one sync",
   sanitizeOps: false,
@@ -134,171 +313,31 @@ Deno.test({
       deferStart: true,
     });
     const { api } = aut;
-    const initial = expected(() => [0]);
-    let agent: AgentProcess | undefined;
-    const start = () => (agent = aut.start());
-    const kill = async () => {
-      const st = await agent!.stop("SIGKILL");
-      assert.equal(st.signal, "SIGKILL", `the agent was not killed: ${JSON.stringify(st)}`);
-    };
-    /**
-     * Kills the agent between two transactions of a chunked full sync: a full sync writes
-     * Services in list order, a whole Service per transaction, ~2650 of them in each here. Once
-     * `count` (a cheap listing) is past 0 and short of all, the first transaction is in and the
-     * next one ~0.4 s away. Returns false when a poll came too late (the sync had finished).
-     */
-    const killMidway = async (count: () => Promise<number>): Promise<boolean> => {
-      for (let k = 0; k < 3000; k++) {
-        const n = await count();
-        if (n >= N) return false;
-        if (n > 0) {
-          await kill();
-          return true;
-        }
-        await sleep(2);
-      }
-      throw new Error("the sync never started");
-    };
-    /** After a restart: stops the agent right after its first sync, checks, lets it go on. */
-    const firstSync = async (what: string, allowed: Map<string, string[][]>) => {
-      const from = agent!.lines.length;
-      await agent!.waitForLine(/SyncProxyRules complete.*ipFamily="IPv4"/, 60_000, from);
-      Deno.kill(agent!.pid, "SIGSTOP");
-      try {
-        await checkTable(`${what}, after the first sync`, allowed, true);
-      } finally {
-        Deno.kill(agent!.pid, "SIGCONT");
-      }
-    };
-    /** A step; the ones after a failed step would only pile up errors: stop there. */
-    const step = async (name: string, fn: () => Promise<void>) => {
-      if (!(await t.step(name, fn))) throw new Error(`stopped after the failed step "${name}"`);
+    const ctx: Ctx = {
+      aut,
+      api,
+      net,
+      agent: undefined,
+      start: () => (ctx.agent = aut.start()),
+      kill: async () => {
+        const st = await ctx.agent!.stop("SIGKILL");
+        assert.equal(st.signal, "SIGKILL", `the agent was not killed: ${JSON.stringify(st)}`);
+      },
+      step: async (name, fn) => {
+        if (!(await t.step(name, fn))) throw new Error(`stopped after the failed step "${name}"`);
+      },
     };
     try {
-      await step("killed before its first transaction: no table", async () => {
-        await deleteTable();
-        start();
-        await agent!.waitForLine(/Informer synced.*resource="endpointslices"/, 60_000);
-        await kill();
-        assert.equal(await dispatchCount(), 0);
-        const chains = await run(["nft", "list", "chains", "ip"]);
-        assert.doesNotMatch(chains.stdout, /kube-proxy/, "a transaction ran before the kill");
-      });
-
-      await step("killed right after its first transaction: skeleton only", async () => {
-        const mon = new Deno.Command("nft", {
-          args: ["monitor", "new", "tables"],
-          stdout: "piped",
-          stderr: "null",
-        }).spawn();
-        const reader = mon.stdout.pipeThrough(new TextDecoderStream()).getReader();
-        start();
-        let seen = "";
-        while (!/add table ip kube-proxy/.test(seen)) {
-          const { value, done } = await reader.read();
-          if (done) throw new Error("nft monitor ended");
-          seen += value;
-        }
-        await kill();
-        mon.kill("SIGTERM");
-        await mon.status;
-        const frontends = await checkTable("skeleton only", initial, false);
-        assert.equal(frontends.size, 0, "elements were written before the kill");
-        assert.match((await run(["nft", "list", "chains", "ip"])).stdout, /chain services/);
-      });
-
-      let programmed = new Map<string, string[]>();
-      await step("killed between the cold start's transactions", async () => {
-        for (let attempt = 0;; attempt++) {
-          await deleteTable();
-          start();
-          if (await killMidway(clusterIPCount)) break;
-          await kill();
-          assert.ok(attempt < 3, "never caught the cold start between two transactions");
-        }
-        programmed = await checkTable("cold start cut short", initial, false);
-        assert.ok(programmed.size > 0 && programmed.size < initial.size, `${programmed.size}`);
-        console.log(`    caught with ${programmed.size} of ${initial.size} frontends written`);
-      });
-
+      const programmed = await coldStartSteps(ctx);
       // Services programmed before the kills, probed until the end of the cold-start steps.
       const sample = [...programmed.keys()].filter((k) => !k.startsWith("tcp")).slice(0, 40)
         .map((k) => `${k.split(" . ")[0]}:${SERVICE_PORT}`);
       assert.ok(sample.length > 0);
       await net.prober.send({ op: "watch", targets: sample });
-
-      await step("killed between the restart's fresh-generation transactions", async () => {
-        // Each restart moves to a new generation (1, 2, ...): catch one between transactions.
-        let gen = 1;
-        for (;; gen++) {
-          start();
-          if (await killMidway(() => inGeneration(gen))) break;
-          await kill();
-          assert.ok(gen < 4, "never caught a regeneration between two transactions");
-        }
-        const now = await checkTable("regeneration cut short", initial, false);
-        console.log(`    caught with ${await inGeneration(gen)} of ${N} ClusterIPs re-pointed`);
-        const lost = [...programmed.keys()].filter((k) => !now.has(k));
-        assert.deepEqual(lost.slice(0, 5), [], "frontends programmed before were dropped");
-      });
-
-      await step("a restart converges within one sync; no probe failed", async () => {
-        start();
-        await firstSync("after two kills", initial);
-        const w = await net.prober.send({ op: "unwatch" });
-        assert.equal(w.failures, 0, `failed probes: ${JSON.stringify(w)}`);
-        assert.ok(Number(w.probes) > 50, `only ${w.probes} probes`);
-      });
-
-      await step("trace and explain on this table answer in seconds", async () => {
-        // Each `get element` or `list chain` through libnftables 1.0.6 loads every element of
-        // the table first (~2 s here): a trace made of ~40 of them took nearly two minutes.
-        const i = N - 1, t0 = performance.now();
-        const tr = await AgentProcess.run([
-          "trace",
-          "--from",
-          "198.18.3.2",
-          "--to",
-          `${clusterIP(i)}:${SERVICE_PORT}/tcp`,
-        ]);
-        const traceMs = performance.now() - t0;
-        assert.equal(tr.code, 0, tr.output);
-        for (const ip of eps(i, 0)) assert.ok(tr.output.includes(`${ip}:${TARGET_PORT}`), ip);
-        const t1 = performance.now();
-        const ex = await AgentProcess.run(["explain", `ns${i % 100}/svc-${i}`]);
-        const explainMs = performance.now() - t1;
-        assert.equal(ex.code, 0, ex.output);
-        console.log(`    trace ${Math.round(traceMs)} ms, explain ${Math.round(explainMs)} ms`);
-        assert.ok(traceMs < 20_000 && explainMs < 20_000, "trace or explain took over 20 s");
-      });
-
-      let shift = 0; // each round flips the changed Services between two endpoint sets
-      for (const delay of [0, 150, 400]) {
-        await step(`${CHANGED} Services changed, killed ${delay} ms later`, async () => {
-          // Unchanged Services (the last ones) must answer throughout.
-          const unchanged = Array.from({ length: 40 }, (_, k) => N - 1 - k * 7)
-            .map((i) => `${clusterIP(i)}:${SERVICE_PORT}`);
-          await net.prober.send({ op: "watch", targets: unchanged });
-          const now = shift, next = 8000 - shift;
-          shift = next;
-          for (let i = 0; i < CHANGED; i++) {
-            api.apply(slice(i, eps(i, next).map((ip) => ({ ip }))));
-          }
-          await sleep(delay);
-          await kill();
-          const during = expected((i) => (i < CHANGED ? [now, next] : [0]));
-          const cut = await checkTable("partial sync cut short", during, false);
-          const moved = Array.from({ length: CHANGED }, (_, i) => frontendsOf(i, next)[0])
-            .filter(([key, want]) => cut.get(key)?.join() === want.join()).length;
-          console.log(`    caught with ${moved} of ${CHANGED} changed Services written`);
-          start();
-          await firstSync("after a kill mid-change", expected((i) => (i < CHANGED ? [next] : [0])));
-          const w = await net.prober.send({ op: "unwatch" });
-          assert.equal(w.failures, 0, `failed probes: ${JSON.stringify(w)}`);
-        });
-      }
+      await regenerationSteps(ctx, programmed);
+      await changeSteps(ctx);
     } catch (err) {
-      console.error(`--- agent output (last lines) ---\n${agent?.tail(40)}`);
+      console.error(`--- agent output (last lines) ---\n${ctx.agent?.tail(40)}`);
       throw err;
     } finally {
       await aut.close();
