@@ -51,7 +51,6 @@ export const ALLOWED: Readonly<Record<string, string>> = {
   "tests/e2e/localhost_nodeport_inner.ts#fn": DIRTY,
   "tests/e2e/neighbours_inner.ts#fn": DIRTY,
   "demo/main.ts#realInside": E2E,
-  "scripts/syscall_filter_check.ts#inner": E2E,
   "tests/e2e/image_inner.ts#fn": E2E,
   "tests/e2e/iptables_nft_inner.ts#rules": E2E,
   "tests/e2e/iptables_nft_inner.ts#fn": E2E,

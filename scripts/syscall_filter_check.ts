@@ -97,13 +97,10 @@ async function get(url: string): Promise<number> {
 }
 
 /** Inside the namespace: the fake cluster, the filtered agent, the checks. */
-async function inner(allow: boolean, callsFile: string): Promise<void> {
-  const sh = (...c: string[]) => new Deno.Command(c[0], { args: c.slice(1) }).outputSync();
-  sh("ip", "link", "add", "d0", "type", "dummy");
-  sh("ip", "addr", "add", "198.18.0.1/24", "dev", "d0");
-  sh("ip", "link", "set", "d0", "up");
-  const api = FakeApiServer.start();
-  const node = "knp-scf-node";
+type Sh = (...c: string[]) => Deno.CommandOutput;
+
+/** This node and two Services (TCP web, UDP dns), each with one endpoint. */
+function seedCluster(api: FakeApiServer, node: string): void {
   api.apply({
     kind: "Node",
     metadata: { name: node },
@@ -129,8 +126,11 @@ async function inner(allow: boolean, callsFile: string): Promise<void> {
       endpoints: [{ addresses: ["198.18.1.5"], conditions: { ready: true } }],
     });
   }
-  const kubeconfig = api.writeKubeconfig();
-  const agent = [
+}
+
+/** The agent's command line: the task's deno flags, then the flags under test. */
+function agentArgs(kubeconfig: string, node: string): string[] {
+  return [
     ...startTaskCommand(),
     `--kubeconfig=${kubeconfig}`,
     `--hostname-override=${node}`,
@@ -140,6 +140,78 @@ async function inner(allow: boolean, callsFile: string): Promise<void> {
     "--iptables-sync-period=2s",
     "--v=2",
   ];
+}
+
+/** A stale UDP flow to the dns Service's ClusterIP, DNATed to its endpoint. */
+function insertStaleFlow(sh: Sh): void {
+  sh(
+    "conntrack",
+    "-I",
+    "-p",
+    "udp",
+    "-s",
+    "198.18.0.9",
+    "-d",
+    "198.19.0.53",
+    "--sport",
+    "5000",
+    "--dport",
+    "80",
+    "--timeout",
+    "120",
+    "--reply-src",
+    "198.18.1.5",
+    "--reply-dst",
+    "198.18.0.9",
+    "--reply-port-src",
+    "8080",
+    "--reply-port-dst",
+    "5000",
+  );
+}
+
+/** The agent's whole job: health, rules, metrics, the sysctl, and a stale flow deleted. */
+async function checkJob(api: FakeApiServer, sh: Sh): Promise<void> {
+  await until("/healthz 200", async () => (await get("http://127.0.0.1:10256/healthz")) === 200);
+  await until("the rules", () => {
+    const o = sh("nft", "list", "table", "ip", "kube-proxy");
+    return new TextDecoder().decode(o.stdout).includes("198.19.0.53");
+  });
+  if ((await get("http://127.0.0.1:10249/metrics")) !== 200) throw new Error("no /metrics");
+  const est = Deno.readTextFileSync(
+    "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established",
+  );
+  if (est.trim() !== String(23 * 3600)) throw new Error(`sysctl not written: ${est}`);
+  // A stale UDP flow to the Service: removing its endpoint makes the agent delete it.
+  insertStaleFlow(sh);
+  api.apply({
+    kind: "EndpointSlice",
+    metadata: {
+      name: "dns-1",
+      namespace: "default",
+      labels: { "kubernetes.io/service-name": "dns" },
+    },
+    addressType: "IPv4",
+    ports: [{ name: "p", protocol: "UDP", port: 8080 }],
+    endpoints: [],
+  });
+  await until("the stale conntrack entry deleted", () => {
+    const o = new TextDecoder().decode(sh("conntrack", "-L", "-d", "198.19.0.53").stdout);
+    return !o.includes("198.19.0.53");
+  }, 15_000);
+  await new Promise((r) => setTimeout(r, 3000)); // a few sync periods and reconciler runs
+}
+
+async function inner(allow: boolean, callsFile: string): Promise<void> {
+  const sh = (...c: string[]) => new Deno.Command(c[0], { args: c.slice(1) }).outputSync();
+  sh("ip", "link", "add", "d0", "type", "dummy");
+  sh("ip", "addr", "add", "198.18.0.1/24", "dev", "d0");
+  sh("ip", "link", "set", "d0", "up");
+  const api = FakeApiServer.start();
+  const node = "knp-scf-node";
+  seedCluster(api, node);
+  const kubeconfig = api.writeKubeconfig();
+  const agent = agentArgs(kubeconfig, node);
   const p = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", SELF, "--exec", allow ? "allow" : "deny", callsFile, "--", ...agent],
     stdout: "piped",
@@ -152,57 +224,7 @@ async function inner(allow: boolean, callsFile: string): Promise<void> {
   const pumps = Promise.all([pump(p.stdout), pump(p.stderr)]);
   let failed = false;
   try {
-    await until("/healthz 200", async () => (await get("http://127.0.0.1:10256/healthz")) === 200);
-    await until("the rules", () => {
-      const o = sh("nft", "list", "table", "ip", "kube-proxy");
-      return new TextDecoder().decode(o.stdout).includes("198.19.0.53");
-    });
-    if ((await get("http://127.0.0.1:10249/metrics")) !== 200) throw new Error("no /metrics");
-    const est = Deno.readTextFileSync(
-      "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established",
-    );
-    if (est.trim() !== String(23 * 3600)) throw new Error(`sysctl not written: ${est}`);
-    // A stale UDP flow to the Service: removing its endpoint makes the agent delete it.
-    sh(
-      "conntrack",
-      "-I",
-      "-p",
-      "udp",
-      "-s",
-      "198.18.0.9",
-      "-d",
-      "198.19.0.53",
-      "--sport",
-      "5000",
-      "--dport",
-      "80",
-      "--timeout",
-      "120",
-      "--reply-src",
-      "198.18.1.5",
-      "--reply-dst",
-      "198.18.0.9",
-      "--reply-port-src",
-      "8080",
-      "--reply-port-dst",
-      "5000",
-    );
-    api.apply({
-      kind: "EndpointSlice",
-      metadata: {
-        name: "dns-1",
-        namespace: "default",
-        labels: { "kubernetes.io/service-name": "dns" },
-      },
-      addressType: "IPv4",
-      ports: [{ name: "p", protocol: "UDP", port: 8080 }],
-      endpoints: [],
-    });
-    await until("the stale conntrack entry deleted", () => {
-      const o = new TextDecoder().decode(sh("conntrack", "-L", "-d", "198.19.0.53").stdout);
-      return !o.includes("198.19.0.53");
-    }, 15_000);
-    await new Promise((r) => setTimeout(r, 3000)); // a few sync periods and reconciler runs
+    await checkJob(api, sh);
   } catch (err) {
     failed = true;
     console.error(`FAIL: ${(err as Error).message}`);
