@@ -208,6 +208,151 @@ function counts(labels: Map<string, number>): string {
   return [...labels].sort().map(([k, n]) => `${k}:${n}`).join(" ");
 }
 
+/** One probe of the demo: real requests from a namespace, and what must come back. */
+interface Probe {
+  name: string;
+  from: "client" | "node";
+  proto: "tcp" | "udp";
+  host: string;
+  port: number;
+  count: number;
+  expect: string;
+  judge: (s: ReturnType<typeof summarize>, rs: ProbeResult[]) => boolean;
+  describe?: (s: ReturnType<typeof summarize>, rs: ProbeResult[]) => string;
+}
+
+/** Whether exactly the pods `want` answered. */
+const only = (s: ReturnType<typeof summarize>, want: string[]) =>
+  [...s.labels.keys()].sort().join() === [...want].sort().join();
+
+/** The demo's probes, in the order they run. */
+const PROBES: Probe[] = [
+  {
+    name: "ClusterIP web (TCP)",
+    from: "client",
+    proto: "tcp",
+    host: "198.19.0.10",
+    port: 80,
+    count: 12,
+    expect: "both pods answer",
+    judge: (s) => only(s, ["a", "b"]),
+  },
+  {
+    name: "ClusterIP dns (UDP)",
+    from: "client",
+    proto: "udp",
+    host: "198.19.0.53",
+    port: 53,
+    count: 12,
+    expect: "both pods answer",
+    judge: (s) => only(s, ["a", "b"]),
+  },
+  {
+    name: "sticky (ClientIP)",
+    from: "client",
+    proto: "tcp",
+    host: "198.19.0.11",
+    port: 80,
+    count: 10,
+    expect: "one pod, every time",
+    judge: (s) =>
+      s.labels.size === 1 && !s.labels.has("Timeout") && !s.labels.has("ConnectionRefused"),
+  },
+  {
+    name: "NodePort web",
+    from: "client",
+    proto: "tcp",
+    host: NODE4,
+    port: 30080,
+    count: 6,
+    expect: `pods see the node IP ${NODE4} (masqueraded)`,
+    judge: (s) =>
+      [...s.labels.keys()].every((l) => l === "a" || l === "b") && s.peers.size === 1 &&
+      s.peers.has(NODE4),
+  },
+  {
+    name: "LB local (eTP=Local)",
+    from: "client",
+    proto: "tcp",
+    host: "198.18.2.100",
+    port: 80,
+    count: 6,
+    expect: `only local pod a, sees client IP ${CLIENT4}`,
+    judge: (s) => only(s, ["a"]) && s.peers.size === 1 && s.peers.has(CLIENT4),
+  },
+  {
+    name: "empty (no endpoints)",
+    from: "client",
+    proto: "tcp",
+    host: "198.19.0.13",
+    port: 80,
+    count: 1,
+    expect: "connection refused at once",
+    judge: (_s, rs) => "error" in rs[0] && rs[0].error === "ConnectionRefused" && rs[0].ms < 1000,
+    describe: (
+      _s,
+      rs,
+    ) => ("error" in rs[0] ? `${rs[0].error} after ${rs[0].ms.toFixed(0)} ms` : "a reply"),
+  },
+  {
+    name: "IPv6 ClusterIP web6",
+    from: "client",
+    proto: "tcp",
+    host: "2001:db8:ffff::10",
+    port: 80,
+    count: 12,
+    expect: "both pods answer",
+    judge: (s) => only(s, ["a", "b"]),
+  },
+  {
+    name: "node -> ClusterIP web",
+    from: "node",
+    proto: "tcp",
+    host: "198.19.0.10",
+    port: 80,
+    count: 12,
+    expect: "both pods answer",
+    judge: (s) => only(s, ["a", "b"]),
+  },
+];
+
+/** Sends one probe's requests and prints its PASS/FAIL line. */
+async function runProbe(topo: Topology, p: Probe): Promise<Check> {
+  const ns = p.from === "client" ? topo.client : topo.node;
+  const rs = await topo.request(ns, p.proto, p.host, p.port, p.count, 2000);
+  const s = summarize(rs);
+  const shown = p.host.includes(":") ? `[${p.host}]:${p.port}` : `${p.host}:${p.port}`;
+  const got = p.describe ? p.describe(s, rs) : `${counts(s.labels)}  pods saw ${[...s.peers]}`;
+  const c = {
+    name: p.name,
+    path: `${p.from} -> ${p.proto} ${shown}`,
+    expect: p.expect,
+    got,
+    ok: p.judge(s, rs),
+  };
+  console.log(
+    `${c.ok ? "PASS" : "FAIL"}  ${c.name.padEnd(24)} ${c.path.padEnd(36)} ${c.got}` +
+      (c.ok ? "" : `   (expected: ${c.expect})`),
+  );
+  return c;
+}
+
+/** Whether the agent logged the malformed Service by name (and skipped it); prints the line. */
+function malformedCheck(agent: AgentProcess): Check {
+  const broken = agent.lines.find((l) =>
+    l.stream === "stderr" && l.text.includes("default/broken")
+  );
+  const c: Check = {
+    name: "malformed Service",
+    path: "default/broken (198.19.0.300)",
+    expect: "logged and skipped",
+    got: broken ? "logged and skipped" : "not logged",
+    ok: broken !== undefined,
+  };
+  console.log(`${c.ok ? "PASS" : "FAIL"}  ${c.name.padEnd(24)} ${c.path.padEnd(36)} ${c.got}`);
+  return c;
+}
+
 async function realInside(names: TopologyNames): Promise<number> {
   assertInNetns(names.node);
   const topo = Topology.attach(names);
@@ -243,136 +388,11 @@ async function realInside(names: TopologyNames): Promise<number> {
     console.log("Agent healthy (/healthz 200). Sending traffic:\n");
 
     const checks: Check[] = [];
-    const probe = async (
-      name: string,
-      from: "client" | "node",
-      proto: "tcp" | "udp",
-      host: string,
-      port: number,
-      count: number,
-      expect: string,
-      judge: (s: ReturnType<typeof summarize>, rs: ProbeResult[]) => boolean,
-      describe?: (s: ReturnType<typeof summarize>, rs: ProbeResult[]) => string,
-    ) => {
-      if (stopping) return;
-      const ns = from === "client" ? topo.client : topo.node;
-      const rs = await topo.request(ns, proto, host, port, count, 2000);
-      const s = summarize(rs);
-      const shown = host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
-      const got = describe ? describe(s, rs) : `${counts(s.labels)}  pods saw ${[...s.peers]}`;
-      const c = {
-        name,
-        path: `${from} -> ${proto} ${shown}`,
-        expect,
-        got,
-        ok: judge(s, rs),
-      };
-      checks.push(c);
-      console.log(
-        `${c.ok ? "PASS" : "FAIL"}  ${c.name.padEnd(24)} ${c.path.padEnd(36)} ${c.got}` +
-          (c.ok ? "" : `   (expected: ${c.expect})`),
-      );
-    };
-    const only = (s: ReturnType<typeof summarize>, want: string[]) =>
-      [...s.labels.keys()].sort().join() === [...want].sort().join();
-
-    await probe(
-      "ClusterIP web (TCP)",
-      "client",
-      "tcp",
-      "198.19.0.10",
-      80,
-      12,
-      "both pods answer",
-      (s) => only(s, ["a", "b"]),
-    );
-    await probe(
-      "ClusterIP dns (UDP)",
-      "client",
-      "udp",
-      "198.19.0.53",
-      53,
-      12,
-      "both pods answer",
-      (s) => only(s, ["a", "b"]),
-    );
-    await probe(
-      "sticky (ClientIP)",
-      "client",
-      "tcp",
-      "198.19.0.11",
-      80,
-      10,
-      "one pod, every time",
-      (s) => s.labels.size === 1 && !s.labels.has("Timeout") && !s.labels.has("ConnectionRefused"),
-    );
-    await probe(
-      "NodePort web",
-      "client",
-      "tcp",
-      NODE4,
-      30080,
-      6,
-      `pods see the node IP ${NODE4} (masqueraded)`,
-      (s) =>
-        [...s.labels.keys()].every((l) => l === "a" || l === "b") && s.peers.size === 1 &&
-        s.peers.has(NODE4),
-    );
-    await probe(
-      "LB local (eTP=Local)",
-      "client",
-      "tcp",
-      "198.18.2.100",
-      80,
-      6,
-      `only local pod a, sees client IP ${CLIENT4}`,
-      (s) => only(s, ["a"]) && s.peers.size === 1 && s.peers.has(CLIENT4),
-    );
-    await probe(
-      "empty (no endpoints)",
-      "client",
-      "tcp",
-      "198.19.0.13",
-      80,
-      1,
-      "connection refused at once",
-      (_s, rs) => "error" in rs[0] && rs[0].error === "ConnectionRefused" && rs[0].ms < 1000,
-      (_s, rs) => ("error" in rs[0] ? `${rs[0].error} after ${rs[0].ms.toFixed(0)} ms` : "a reply"),
-    );
-    await probe(
-      "IPv6 ClusterIP web6",
-      "client",
-      "tcp",
-      "2001:db8:ffff::10",
-      80,
-      12,
-      "both pods answer",
-      (s) => only(s, ["a", "b"]),
-    );
-    await probe(
-      "node -> ClusterIP web",
-      "node",
-      "tcp",
-      "198.19.0.10",
-      80,
-      12,
-      "both pods answer",
-      (s) => only(s, ["a", "b"]),
-    );
-    if (!stopping) {
-      const broken = agent.lines.find((l) =>
-        l.stream === "stderr" && l.text.includes("default/broken")
-      );
-      const c: Check = {
-        name: "malformed Service",
-        path: "default/broken (198.19.0.300)",
-        expect: "logged and skipped",
-        got: broken ? "logged and skipped" : "not logged",
-        ok: broken !== undefined,
-      };
-      checks.push(c);
-      console.log(`${c.ok ? "PASS" : "FAIL"}  ${c.name.padEnd(24)} ${c.path.padEnd(36)} ${c.got}`);
+    for (const p of PROBES) {
+      if (stopping) break;
+      checks.push(await runProbe(topo, p));
     }
+    if (!stopping) checks.push(malformedCheck(agent));
     if (stopping) {
       console.log("Interrupted.");
       return 130;

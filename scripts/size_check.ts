@@ -50,7 +50,6 @@ export const ALLOWED: Readonly<Record<string, string>> = {
     DIRTY,
   "tests/e2e/localhost_nodeport_inner.ts#fn": DIRTY,
   "tests/e2e/neighbours_inner.ts#fn": DIRTY,
-  "demo/main.ts#realInside": E2E,
   "tests/e2e/image_inner.ts#fn": E2E,
   "tests/e2e/iptables_nft_inner.ts#rules": E2E,
   "tests/e2e/iptables_nft_inner.ts#fn": E2E,
