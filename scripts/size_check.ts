@@ -43,11 +43,6 @@ export const ALLOWED: Readonly<Record<string, string>> = {
   "tests/bench/agent/agent_bench.ts#churn": OWNED,
   "tests/bench/main.ts#plan": OWNED,
   "tests/bench/localhost_bench.ts#inner": OWNED,
-  "tests/e2e/conntrack_blackhole_test.ts": DIRTY,
-  "tests/e2e/conntrack_blackhole_test.ts#moveEndpoint": DIRTY,
-  "tests/e2e/conntrack_blackhole_test.ts#withTopology": DIRTY,
-  'tests/e2e/conntrack_blackhole_test.ts#e2eTest("blackhole: a restarted engine adopts the table and keeps healthy UDP flows")':
-    DIRTY,
   "tests/e2e/localhost_nodeport_inner.ts#fn": DIRTY,
   "tests/e2e/neighbours_inner.ts#fn": DIRTY,
   "tests/e2e/image_inner.ts#fn": E2E,
