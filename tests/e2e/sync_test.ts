@@ -271,10 +271,16 @@ async function child(args: string[]): Promise<void> {
   const p = new Proxier({
     client: openNftables("ip", "kube-proxy"),
     config: synth.syntheticConfig(),
-    fullSyncPeriodMs: num("full-every-ms", 3_600_000),
     maxOpsPerTransaction: num("max-ops", 50_000),
   });
+  // The periodic full sync's clock is the engine's (agent/engine.ts); this driver stands in.
+  const fullEvery = num("full-every-ms", 3_600_000);
+  let lastFull = Date.now();
   const once = async () => {
+    if (Date.now() - lastFull >= fullEvery) {
+      lastFull = Date.now();
+      p.requestFullSync("periodic check against the kernel");
+    }
     const r = await p.sync({
       state,
       changed: new Set(),
