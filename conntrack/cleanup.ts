@@ -27,6 +27,7 @@ export type CleanupReason =
 
 /** The report of one sync, as per-entry lookups for one family. */
 export interface StaleFilters {
+  /** The family every lookup and the dump are for. */
   family: IpFamily;
   /** Frontend IP -> ports of services that went from no endpoints to some: flush all their flows. */
   newlyActive: Map<string, Set<number>>;
@@ -56,14 +57,21 @@ export interface CleanupOptions {
 
 /** What a cleanup did. */
 export interface CleanupResult {
+  /** Entries the kernel deleted. */
   deleted: number;
   /** Entries the dump visited (0 when there was nothing to clean and no dump ran). */
   scanned: number;
+  /** Entries the filters matched (the ones a delete was sent for). */
   matched: number;
+  /** Matched entries that were gone by the time of the delete (ENOENT). */
   alreadyGone: number;
+  /** Matched entries whose delete failed for another reason. */
   errors: number;
+  /** The dump was cut short; the periodic reconciler catches what it missed. */
   interrupted: boolean;
+  /** Wall time of the whole cleanup, dump and deletes, in seconds. */
   seconds: number;
+  /** Matched entries per reason. */
   byReason: Record<CleanupReason, number>;
 }
 

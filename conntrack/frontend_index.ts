@@ -42,6 +42,7 @@ function mustCidr(s: string): ParsedCIDR {
  * agent posts {@link IndexUpdate}s and the Worker builds the index itself).
  */
 export interface FrontendIndex {
+  /** The family of every address in the index. */
   family: IpFamily;
   /** Frontend IP -> port -> serving endpoint IPs (empty: the service has none). UDP only. */
   frontends: Map<string, Map<number, Set<string>>>;
@@ -151,8 +152,11 @@ export function indexEntry(
 
 /** Entries of the ports a sync changed (null: gone); `reset` replaces all of a family's. */
 export interface IndexUpdate {
+  /** The family whose entries change. */
   family: IpFamily;
+  /** True: `entries` replace every entry of the family; false: they patch the ones kept. */
   reset: boolean;
+  /** Service port id -> its entry, or null when the port is gone. */
   entries: [string, IndexEntry | null][];
 }
 

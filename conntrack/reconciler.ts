@@ -107,6 +107,7 @@ export interface ReconcileResult {
   errors: number;
   /** The dump was cut short; the entries seen were still acted on. */
   interrupted: boolean;
+  /** Wall time of the reconcile, dump and deletes, in seconds. */
   seconds: number;
   /** Stale entries per reason. */
   byReason: Record<StaleReason, number>;

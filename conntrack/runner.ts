@@ -40,6 +40,7 @@ export class InlineConntrack implements ConntrackRunner {
   readonly #open: () => ConntrackClient;
   #client: ConntrackClient | undefined;
 
+  /** `open` is called on first use and again after a client error. */
   constructor(open: () => ConntrackClient) {
     this.#open = open;
   }

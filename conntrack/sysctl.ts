@@ -41,19 +41,25 @@ export interface SysctlOptions {
 
 /** The file operations used, so tests can simulate a read-only tree. */
 export interface SysctlIo {
+  /** Reads a /proc/sys file (throws as Deno.readTextFileSync does). */
   readTextFileSync(path: string): string;
+  /** Writes a /proc/sys file (throws on a read-only tree or without permission). */
   writeTextFileSync(path: string, text: string): void;
 }
 
 /** One value written. */
 export interface SysctlChange {
+  /** The /proc/sys path written. */
   path: string;
+  /** The value read before the write. */
   from: number;
+  /** The value written. */
   to: number;
 }
 
 /** What {@link applyConntrackSysctls} did. */
 export interface SysctlResult {
+  /** The values written, in the order they were written. */
   changed: SysctlChange[];
   /** Paths left unchanged because their tree is read-only or not writable by us. */
   notWritable: string[];

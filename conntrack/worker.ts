@@ -117,7 +117,7 @@ export class ReconcileWorker {
     }
     if (this.fed.get(family) === state.serviceCIDRs.join(",")) {
       const kept = { family, serviceCIDRs: [...state.serviceCIDRs], nodePortIPs: opts.nodePortIPs };
-      return this.enqueue(() => this.send({ kept }, opts));
+      return this.#enqueue(() => this.#send({ kept }, opts));
     }
     let index: FrontendIndex;
     try {
@@ -125,7 +125,7 @@ export class ReconcileWorker {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.enqueue(() => this.send({ index }, opts));
+    return this.#enqueue(() => this.#send({ index }, opts));
   }
 
   /**
@@ -146,7 +146,7 @@ export class ReconcileWorker {
       this.fed.delete(family);
       throw err;
     }
-    const worker = this.start();
+    const worker = this.#start();
     // Messages are handled in order, so a reconcile posted later sees this update.
     worker.postMessage({ id: 0, update, client: this.client } satisfies Request);
     this.fed.set(family, ranges);
@@ -157,10 +157,10 @@ export class ReconcileWorker {
    * thread: its dump walks the whole UDP table of the family.
    */
   cleanup(family: IpFamily, report: StaleReport): Promise<CleanupResult> {
-    return this.enqueue(() => this.send({ cleanup: { family, report } }, {}));
+    return this.#enqueue(() => this.#send({ cleanup: { family, report } }, {}));
   }
 
-  private enqueue<T>(job: () => Promise<T>): Promise<T> {
+  #enqueue<T>(job: () => Promise<T>): Promise<T> {
     const run = this.queue.then(job);
     this.queue = run.catch(() => {});
     return run;
@@ -172,15 +172,15 @@ export class ReconcileWorker {
     this.fed.clear();
     this.worker?.terminate();
     this.worker = undefined;
-    this.failAll(new Error("conntrack reconcile worker closed"));
+    this.#failAll(new Error("conntrack reconcile worker closed"));
   }
 
-  private send<T>(
+  #send<T>(
     job: Pick<Request, "index" | "kept" | "cleanup">,
     opts: ReconcileOptions,
   ): Promise<T> {
     if (this.closed) return Promise.reject(new Error("conntrack reconcile worker closed"));
-    const worker = this.start();
+    const worker = this.#start();
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve, reject, log: opts.log });
@@ -189,7 +189,7 @@ export class ReconcileWorker {
     });
   }
 
-  private start(): Worker {
+  #start(): Worker {
     if (this.worker !== undefined) return this.worker;
     const w = new Worker(import.meta.url, { type: "module", name: WORKER_NAME });
     w.onmessage = (ev: MessageEvent<Reply>) => {
@@ -211,13 +211,13 @@ export class ReconcileWorker {
       this.worker?.terminate();
       this.worker = undefined;
       this.fed.clear();
-      this.failAll(new Error(`conntrack reconcile worker crashed: ${ev.message}`));
+      this.#failAll(new Error(`conntrack reconcile worker crashed: ${ev.message}`));
     };
     this.worker = w;
     return w;
   }
 
-  private failAll(err: Error): void {
+  #failAll(err: Error): void {
     for (const p of this.pending.values()) p.reject(err);
     this.pending.clear();
   }

@@ -13,7 +13,9 @@ const RLIMIT_NOFILE = 7;
 
 /** A limit pair; `Infinity` stands for RLIM_INFINITY. */
 export interface FileLimit {
+  /** The soft limit: what the process may open now. */
   soft: number;
+  /** The hard limit: the most the soft limit may be raised to without privilege. */
   hard: number;
 }
 

@@ -238,6 +238,7 @@ function sameParsedSlice(a: ParsedSlice, b: ParsedSlice): boolean {
 
 /** One Service's endpoints after a change since the last checkout. */
 export interface EndpointsChange {
+  /** The Service's endpoints now, per service port (empty when it has none left). */
   current: ServiceEndpoints;
 }
 
@@ -263,6 +264,8 @@ export class EndpointsTracker {
   #log: LogFn;
 
   /**
+   * An empty tracker; slices arrive through {@link EndpointsTracker.update}.
+   *
    * @param nodeName this node's name: endpoints on it are `isLocal`.
    * @param log where validation problems are reported.
    * @param startTime trigger times before this (ms since epoch) are not reported.

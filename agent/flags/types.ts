@@ -155,39 +155,39 @@ export class UsageError extends Error {
  * the config file readers and the assembly step; not part of the agent's API.
  */
 export interface Settings {
-  /** @see AgentConfig.kubeconfig */
+  /** --kubeconfig / clientConnection.kubeconfig. See {@link AgentConfig.kubeconfig}. */
   kubeconfig?: string;
-  /** @see AgentConfig.master */
+  /** --master. See {@link AgentConfig.master}. */
   master?: string;
-  /** @see AgentConfig.hostnameOverride */
+  /** --hostname-override / hostnameOverride. See {@link AgentConfig.hostnameOverride}. */
   hostnameOverride?: string;
-  /** @see AgentConfig.bindAddress */
+  /** --bind-address / bindAddress. See {@link AgentConfig.bindAddress}. */
   bindAddress?: string;
   /** v1alpha2 nodeIPOverride. */
   nodeIPOverride?: string[];
-  /** @see AgentConfig.clusterCIDRs */
+  /** --cluster-cidr / clusterCIDR. See {@link AgentConfig.clusterCIDRs}. */
   clusterCIDRs?: string[];
-  /** @see AgentConfig.detectLocalMode */
+  /** --detect-local-mode / detectLocalMode. See {@link AgentConfig.detectLocalMode}. */
   detectLocalMode?: DetectLocalMode;
-  /** @see AgentConfig.podBridgeInterface */
+  /** --pod-bridge-interface / detectLocal.bridgeInterface. See {@link AgentConfig.podBridgeInterface}. */
   podBridgeInterface?: string;
-  /** @see AgentConfig.podInterfaceNamePrefix */
+  /** --pod-interface-name-prefix / detectLocal.interfaceNamePrefix. See {@link AgentConfig.podInterfaceNamePrefix}. */
   podInterfaceNamePrefix?: string;
-  /** @see AgentConfig.nodePortAddresses */
+  /** --nodeport-addresses / nodePortAddresses. See {@link AgentConfig.nodePortAddresses}. */
   nodePortAddresses?: string[];
-  /** @see AgentConfig.masqueradeAll */
+  /** --masquerade-all / nftables.masqueradeAll. See {@link AgentConfig.masqueradeAll}. */
   masqueradeAll?: boolean;
-  /** @see AgentConfig.masqueradeBit */
+  /** --iptables-masquerade-bit / nftables.masqueradeBit. See {@link AgentConfig.masqueradeBit}. */
   masqueradeBit?: number;
-  /** @see AgentConfig.syncPeriodMs */
+  /** --iptables-sync-period / syncPeriod, in ms. See {@link AgentConfig.syncPeriodMs}. */
   syncPeriodMs?: number;
-  /** @see AgentConfig.minSyncPeriodMs */
+  /** --iptables-min-sync-period / minSyncPeriod, in ms. See {@link AgentConfig.minSyncPeriodMs}. */
   minSyncPeriodMs?: number;
-  /** @see AgentConfig.fullSyncPeriodMs */
+  /** --full-sync-period. See {@link AgentConfig.fullSyncPeriodMs}. */
   fullSyncPeriodMs?: number;
-  /** @see AgentConfig.conntrackReconcilerPeriodMs */
+  /** --conntrack-reconciler-period. See {@link AgentConfig.conntrackReconcilerPeriodMs}. */
   conntrackReconcilerPeriodMs?: number;
-  /** @see AgentConfig.healthzBindAddress */
+  /** --healthz-bind-address / healthzBindAddress. See {@link AgentConfig.healthzBindAddress}. */
   healthzBindAddress?: string;
   /** v1alpha2 healthzBindAddresses. */
   healthzBindCIDRs?: string[];
@@ -195,7 +195,7 @@ export interface Settings {
   healthzBindPort?: number;
   /** Deprecated --healthz-port: the port of the healthz address; 0 disables the server. */
   healthzPort?: number;
-  /** @see AgentConfig.metricsBindAddress */
+  /** --metrics-bind-address / metricsBindAddress. See {@link AgentConfig.metricsBindAddress}. */
   metricsBindAddress?: string;
   /** v1alpha2 metricsBindAddresses. */
   metricsBindCIDRs?: string[];
@@ -217,17 +217,17 @@ export interface Settings {
   ctUdpMs?: number;
   /** conntrack.udpStreamTimeout, ms. */
   ctUdpStreamMs?: number;
-  /** @see AgentConfig.cleanup */
+  /** --cleanup. See {@link AgentConfig.cleanup}. */
   cleanup?: boolean;
-  /** @see AgentConfig.cleanupIptablesNft */
+  /** --cleanup-iptables-nft. See {@link AgentConfig.cleanupIptablesNft}. */
   cleanupIptablesNft?: boolean;
-  /** @see AgentConfig.initOnly */
+  /** --init-only. See {@link AgentConfig.initOnly}. */
   initOnly?: boolean;
-  /** @see AgentConfig.writeConfigTo */
+  /** --write-config-to. See {@link AgentConfig.writeConfigTo}. */
   writeConfigTo?: string;
-  /** @see AgentConfig.verbosity */
+  /** --v / logging.verbosity. See {@link AgentConfig.verbosity}. */
   verbosity?: number;
-  /** @see AgentConfig.loggingFormat */
+  /** --logging-format / logging.format. See {@link AgentConfig.loggingFormat}. */
   loggingFormat?: LoggingFormat;
   /** logging.options.text.splitStream. */
   logTextSplitStream?: boolean;
@@ -239,16 +239,16 @@ export interface Settings {
   alsoLogToStderr?: boolean;
   /** klog --log-file. */
   logFile?: string;
-  /** @see AgentConfig.dryRun */
+  /** --dry-run. See {@link AgentConfig.dryRun}. */
   dryRun?: boolean;
-  /** @see AgentConfig.version */
+  /** --version. See {@link AgentConfig.version}. */
   version?: boolean | "raw";
-  /** @see AgentConfig.help */
+  /** --help. See {@link AgentConfig.help}. */
   help?: boolean;
-  /** @see AgentConfig.libDir */
+  /** --lib-dir. See {@link AgentConfig.libDir}. */
   libDir?: string;
-  /** @see AgentConfig.mode */
+  /** --proxy-mode / mode. See {@link AgentConfig.mode}. */
   mode?: "nftables";
-  /** @see AgentConfig.featureGates */
+  /** --feature-gates / featureGates as given (file, then the command line on top). See {@link AgentConfig.featureGates}. */
   featureGates?: Record<string, boolean>;
 }

@@ -62,7 +62,7 @@ export const DETECT_MODES: readonly DetectLocalMode[] = [
 ];
 
 /** A converter accepting integers in lo..hi. */
-export function intIn(lo: number, hi: number) {
+export function intIn(lo: number, hi: number): (v: string) => number {
   return (v: string) => {
     if (!/^[+-]?\d+$/.test(v.trim())) throw new Error(`"${v}" is not an integer`);
     const n = Number(v);
@@ -139,7 +139,7 @@ export function proxyMode(v: string): "nftables" {
 }
 
 /** A converter checking "host:port" (or a bare IP, or "") without applying defaults. */
-export function hostPortValidator(defaultPort: number) {
+export function hostPortValidator(defaultPort: number): (v: string) => string {
   return (v: string) => {
     normalizeHostPort(v, defaultPort); // validate only; defaults depend on --bind-address
     return v;

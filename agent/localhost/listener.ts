@@ -15,7 +15,9 @@ export type ProxyConn = RelayConn;
 
 /** A bound listener: what Deno.Listener offers that the proxy uses. */
 export interface BoundListener {
+  /** Waits for the next connection; rejects once the listener is closed. */
   accept(): Promise<ProxyConn>;
+  /** Stops listening (connections already accepted stay open). */
   close(): void;
 }
 
@@ -46,7 +48,9 @@ export const denoNet: NetOps = {
 
 /** A running listener. */
 export class NodePortListener {
+  /** The NodePort this listener holds on the loopback address. */
   readonly nodePort: number;
+  /** Chooses the backend of each accepted connection; updated in place when endpoints change. */
   readonly picker: EndpointPicker;
   readonly #ln: BoundListener;
   readonly #net: NetOps;
@@ -54,6 +58,7 @@ export class NodePortListener {
   readonly #conns = new Set<ProxyConn>();
   #closed = false;
 
+  /** Starts accepting on `ln` at once; connections go to `target`'s backends, dialled through `net`. */
   constructor(
     ln: BoundListener,
     target: ListenerTarget,

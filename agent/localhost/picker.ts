@@ -24,6 +24,7 @@ export class EndpointPicker {
   #pinnedAt = 0;
   readonly #deps: PickerDeps;
 
+  /** A picker over `backends` with a ClientIP affinity of `affinitySeconds` (0: none). */
   constructor(backends: Backend[], affinitySeconds: number, deps: PickerDeps) {
     this.#deps = deps;
     this.update(backends, affinitySeconds);

@@ -23,7 +23,9 @@ import type { LogFn } from "../../net/log.ts";
 export interface LocalhostProxyOptions {
   /** The families to serve (see selection.ts); an empty list makes an idle proxy. */
   families: readonly IpFamily[];
+  /** Receives bind failures, listener changes and connection errors. */
   log: Logger;
+  /** Connection and listener counters; none recorded when omitted. */
   metrics?: ProxyMetrics;
   /** Binds and dials; Deno's TCP by default. */
   net?: NetOps;
@@ -59,6 +61,7 @@ export class LocalhostProxy {
   #scheduled = false;
   #closed = false;
 
+  /** An idle proxy: listeners appear with the first sync that has localhost NodePorts. */
   constructor(opts: LocalhostProxyOptions) {
     this.#o = opts;
     this.#net = opts.net ?? denoNet;

@@ -10,9 +10,13 @@
 
 /** The part of a Deno.Conn the relay uses (a fake in unit tests). */
 export interface RelayConn {
+  /** Reads into `p`; resolves to the byte count, or null at EOF. */
   read(p: Uint8Array): Promise<number | null>;
+  /** Writes from `p`; resolves to the bytes written (possibly fewer than asked). */
   write(p: Uint8Array): Promise<number>;
+  /** Shuts down the write side (TCP FIN), passing a half-close on to the peer. */
   closeWrite(): Promise<void>;
+  /** Closes both directions and releases the socket. */
   close(): void;
 }
 

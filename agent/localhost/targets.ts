@@ -10,7 +10,9 @@ import type { EndpointInfo, NodeInfo, ServicePortInfo } from "../../proxier/mode
 
 /** An endpoint address. */
 export interface Backend {
+  /** The endpoint's IP address (the family of the listener). */
   ip: string;
+  /** The endpoint's target port. */
   port: number;
 }
 
@@ -18,6 +20,7 @@ export interface Backend {
 export interface ListenerTarget {
   /** The service port (ServicePortInfo.id). */
   id: string;
+  /** The service port's NodePort, which the listener binds on loopback. */
   nodePort: number;
   /** Where connections may go; never empty. */
   backends: Backend[];

@@ -7,7 +7,8 @@
  */
 import { lazyLibrary } from "../libpath.ts";
 
-const SYMBOLS = {
+/** The libmnl calls bound, as Deno.dlopen declares them ({@link Mnl} is their bound form). */
+export const SYMBOLS = {
   mnl_socket_open: { parameters: ["i32"], result: "pointer" },
   mnl_socket_bind: { parameters: ["pointer", "u32", "i32"], result: "i32" },
   mnl_socket_get_fd: { parameters: ["pointer"], result: "i32" },

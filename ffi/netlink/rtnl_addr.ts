@@ -22,9 +22,9 @@ export const RTM_NEWADDR = 20;
 export const RTM_DELADDR = 21;
 /** nlmsg_type of an address dump request. */
 export const RTM_GETADDR = 22;
-/** Multicast groups (bind(2) bitmask) of IPv4 and IPv6 address changes. */
+/** Multicast group (bind(2) bitmask) of IPv4 address changes. */
 export const RTMGRP_IPV4_IFADDR = 0x10;
-/** @see RTMGRP_IPV4_IFADDR */
+/** Multicast group (bind(2) bitmask) of IPv6 address changes; see {@link RTMGRP_IPV4_IFADDR}. */
 export const RTMGRP_IPV6_IFADDR = 0x100;
 const IFADDRMSG_LEN = 8;
 const IFA_ADDRESS = 1;

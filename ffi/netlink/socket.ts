@@ -75,6 +75,7 @@ export function openNetlink(bus: number, opts: OpenOptions & { groups?: number }
 
 /** What {@link NetfilterSocket.send} sends: one batch and the seqs that must be acked. */
 export interface AckedBatch {
+  /** The encoded messages, batch begin and end included. */
   bytes: Uint8Array;
   /** Sequence numbers the kernel must acknowledge. */
   seqs: number[];
@@ -129,6 +130,7 @@ export class NetfilterSocket {
     return { acks };
   }
 
+  /** Closes the socket; the socket is not usable afterwards. */
   close(): void {
     if (this.#nl !== null) libmnl().mnl_socket_close(this.#nl);
     this.#nl = null;

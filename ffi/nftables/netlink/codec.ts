@@ -31,6 +31,7 @@ import type { Element, Map as NftMap, Operation, Set as NftSet } from "../types.
 
 /** One field of a key or value. */
 export interface Field {
+  /** How the field's bytes are encoded (byte order and padding follow from it). */
   kind: "ipv4" | "ipv6" | "proto" | "service" | "u32host" | "verdict";
   /** Bytes before padding. */
   len: number;
@@ -73,6 +74,7 @@ export function parseFields(type: string, typeOf: boolean): Field[] | undefined 
 
 /** What the encoder needs to know of a set or map. */
 export interface SetLayout {
+  /** The fields of the key, concatenated in order. */
   key: Field[];
   /** Undefined for a set. */
   data?: Field[];

@@ -128,7 +128,9 @@ function verdictText(b: Uint8Array): string | undefined {
 
 /** What a reply buffer held: the element, the lookup's errno (0: answered), or neither yet. */
 export interface GetReply {
+  /** The element the kernel returned, when the lookup found it. */
   element?: Element;
+  /** The lookup's errno from the ack (0: answered; ENOENT: no such element). */
   errno?: number;
 }
 

@@ -28,9 +28,13 @@ export function dumpSets(): DumpedSet[] {
 
 /** A set libnftables 1.0.x would crash on, and why. */
 export interface HazardousSet {
+  /** nft family name ("ip", "inet", ...). */
   family: string;
+  /** The table the set is in. */
   table: string;
+  /** The set's name. */
   name: string;
+  /** What in its userdata would crash libnftables, for the log line. */
   why: string;
 }
 

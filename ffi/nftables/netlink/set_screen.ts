@@ -177,8 +177,11 @@ const NFTA_TABLE_NAME = 1;
 export interface DumpedSet {
   /** nft family name ("ip", "inet", ...). */
   family: string;
+  /** The table the set is in. */
   table: string;
+  /** The set's name. */
   name: string;
+  /** NFTA_SET_USERDATA as dumped, when the set has any. */
   userdata?: Uint8Array;
 }
 

@@ -16,6 +16,7 @@ export class RawElementWriter {
   #socket: NetfilterSocket | null | undefined;
   #seq = 1;
 
+  /** A writer for table `table` of nft family `family`; the socket opens on the first write. */
   constructor(readonly family: string, readonly table: string) {}
 
   /** Records set declarations and deletions a transaction made (call after it succeeded). */
@@ -82,6 +83,7 @@ export class RawElementWriter {
     return batch.seqs.every((s) => acks.get(s) === 0);
   }
 
+  /** Closes the netlink socket, if one was opened. */
   close(): void {
     this.#socket?.close();
   }
