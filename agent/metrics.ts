@@ -86,20 +86,48 @@ export interface ProxyMetrics {
   restClient: RestClientMetrics;
 }
 
-/** Creates a fresh registry holding every kube-proxy metric and returns typed handles. */
-export function createMetrics(): ProxyMetrics {
-  const registry = new Registry();
-  registerProcessMetrics(registry);
+/** Metric constructors bound to one registry; `fam*` take the ip_family label. */
+interface Makers {
+  registers: Registry[];
+  hist: (name: string, help: string, buckets: readonly number[]) => Histogram<"ip_family">;
+  famCounter: (name: string, help: string) => Counter<"ip_family">;
+  famGauge: (name: string, help: string) => Gauge<"ip_family">;
+}
+
+/** Constructors registering in `registry`. */
+function makers(registry: Registry): Makers {
   const registers = [registry];
   const fam = ["ip_family"] as const;
-  const hist = (name: string, help: string, buckets: readonly number[]) =>
-    new Histogram({ name, help, labelNames: fam, buckets: [...buckets], registers });
-  const famCounter = (name: string, help: string) =>
-    new Counter({ name, help, labelNames: fam, registers });
-  const famGauge = (name: string, help: string) =>
-    new Gauge({ name, help, labelNames: fam, registers });
   return {
-    registry,
+    registers,
+    hist: (name, help, buckets) =>
+      new Histogram({ name, help, labelNames: fam, buckets: [...buckets], registers }),
+    famCounter: (name, help) => new Counter({ name, help, labelNames: fam, registers }),
+    famGauge: (name, help) => new Gauge({ name, help, labelNames: fam, registers }),
+  };
+}
+
+/** The proxier's: sync latencies and timestamps, pending changes, nftables failures. */
+function syncMetrics(
+  m: Makers,
+): Pick<
+  ProxyMetrics,
+  | "syncProxyRulesLatency"
+  | "syncFullProxyRulesLatency"
+  | "syncPartialProxyRulesLatency"
+  | "networkProgrammingLatency"
+  | "syncProxyRulesLastTimestamp"
+  | "syncProxyRulesLastQueuedTimestamp"
+  | "endpointChangesPending"
+  | "endpointChangesTotal"
+  | "serviceChangesPending"
+  | "serviceChangesTotal"
+  | "noLocalEndpointsTotal"
+  | "nftablesSyncFailuresTotal"
+  | "nftablesCleanupFailuresTotal"
+> {
+  const { hist, famCounter, famGauge, registers } = m;
+  return {
     syncProxyRulesLatency: hist(
       "kubeproxy_sync_proxy_rules_duration_seconds",
       "SyncProxyRules latency in seconds",
@@ -162,6 +190,18 @@ export function createMetrics(): ProxyMetrics {
       "kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total",
       "Cumulative proxy nftables cleanup failures",
     ),
+  };
+}
+
+/** The conntrack reconciler's. */
+function conntrackMetrics(
+  m: Makers,
+): Pick<
+  ProxyMetrics,
+  "conntrackReconcilerSyncDuration" | "conntrackReconcilerDeletedEntriesTotal"
+> {
+  const { hist, famCounter } = m;
+  return {
     conntrackReconcilerSyncDuration: hist(
       "kubeproxy_conntrack_reconciler_sync_duration_seconds",
       "ReconcileConntrackFlowsLatency latency in seconds",
@@ -171,6 +211,13 @@ export function createMetrics(): ProxyMetrics {
       "kubeproxy_conntrack_reconciler_deleted_entries_total",
       "Cumulative conntrack flows deleted by conntrack reconciler",
     ),
+  };
+}
+
+/** The health server's answers. */
+function serverMetrics(m: Makers): Pick<ProxyMetrics, "proxyHealthzTotal" | "proxyLivezTotal"> {
+  const { registers } = m;
+  return {
     proxyHealthzTotal: new Counter({
       name: "kubeproxy_proxy_healthz_total",
       help: "Cumulative proxy healthz HTTP status",
@@ -183,6 +230,18 @@ export function createMetrics(): ProxyMetrics {
       labelNames: ["code"] as const,
       registers,
     }),
+  };
+}
+
+/** The localhost NodePort proxy's (KEP-6032). */
+function localhostMetrics(
+  m: Makers,
+): Pick<
+  ProxyMetrics,
+  "localhostNodePortListeners" | "localhostNodePortListenerCreationFailuresTotal"
+> {
+  const { famCounter, famGauge } = m;
+  return {
     localhostNodePortListeners: famGauge(
       "kubeproxy_nftables_localhost_nodeport_listeners",
       "Number of active localhost NodePort listeners",
@@ -191,7 +250,24 @@ export function createMetrics(): ProxyMetrics {
       "kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total",
       "Cumulative localhost NodePort listener creation failures",
     ),
-    nftablesRepairsTotal: famCounter(
+  };
+}
+
+/**
+ * Creates a fresh registry holding every kube-proxy metric and returns typed handles. The
+ * groups register in this order, which is the order /metrics lists them in.
+ */
+export function createMetrics(): ProxyMetrics {
+  const registry = new Registry();
+  registerProcessMetrics(registry);
+  const m = makers(registry);
+  return {
+    registry,
+    ...syncMetrics(m),
+    ...conntrackMetrics(m),
+    ...serverMetrics(m),
+    ...localhostMetrics(m),
+    nftablesRepairsTotal: m.famCounter(
       "kube_nft_proxy_nftables_repairs_total",
       "Checks (after another program's change was notified, or the periodic full check) that found the ruleset changed by another program and restored it",
     ),

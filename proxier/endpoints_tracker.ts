@@ -47,17 +47,22 @@ export function portKey(family: IpFamily, portName: string, protocol: Protocol):
 /** Endpoints of one Service, by {@link portKey}; each list sorted by address then port. */
 export type ServiceEndpoints = ReadonlyMap<string, readonly EndpointInfo[]>;
 
+/** Logs one skipped part of a slice: `field` is `value`, `expected` was wanted. */
+type BadField = (field: string, value: unknown, expected: string, what: string) => void;
+
+/** What identifies a usable slice of ours. */
+interface SliceHead {
+  ns: string;
+  name: string;
+  svcName: string;
+  family: IpFamily;
+}
+
 /**
- * Validates one EndpointSlice. Returns null when the slice is not usable at
- * all (FQDN address type, no service-name label, unknown address type) or
- * not ours (labelled headless or service-proxy-name, silently);
- * bad ports and endpoints are skipped with one log line each.
+ * The namespace, name, Service and family of `slice`, or null when it is unusable (logged) or
+ * not ours (headless, another proxy's, FQDN: silently).
  */
-export function parseEndpointSlice(
-  slice: EndpointSlice,
-  nodeName: string,
-  log: LogFn = consoleLog,
-): ParsedSlice | null {
+function sliceHead(slice: EndpointSlice, log: LogFn): SliceHead | null {
   const ns = slice?.metadata?.namespace;
   const name = slice?.metadata?.name;
   const svcName = slice?.metadata?.labels?.[LABEL_SERVICE_NAME];
@@ -83,40 +88,33 @@ export function parseEndpointSlice(
     });
     return null;
   }
-  let family: IpFamily;
-  if (slice.addressType === "IPv4") family = 4;
-  else if (slice.addressType === "IPv6") family = 6;
-  else {
-    log(
-      "error",
-      `endpointslice ${id}: ignoring it: addressType is ${
-        JSON.stringify(slice.addressType)
-      }, expected IPv4, IPv6 or FQDN`,
-      {
-        endpointSlice: id,
-        field: "addressType",
-        value: slice.addressType,
-        expected: "IPv4, IPv6 or FQDN",
-      },
-    );
-    return null;
-  }
-  const bad = (field: string, value: unknown, expected: string, what: string) => {
-    log(
-      "error",
-      `endpointslice ${id}: ignoring ${what}: ${field} is ${
-        JSON.stringify(value)
-      }, expected ${expected}`,
-      {
-        endpointSlice: id,
-        field,
-        value,
-        expected,
-      },
-    );
-  };
+  if (slice.addressType === "IPv4") return { ns, name, svcName, family: 4 };
+  if (slice.addressType === "IPv6") return { ns, name, svcName, family: 6 };
+  log(
+    "error",
+    `endpointslice ${id}: ignoring it: addressType is ${
+      JSON.stringify(slice.addressType)
+    }, expected IPv4, IPv6 or FQDN`,
+    {
+      endpointSlice: id,
+      field: "addressType",
+      value: slice.addressType,
+      expected: "IPv4, IPv6 or FQDN",
+    },
+  );
+  return null;
+}
 
-  const ports: { name: string; protocol: Protocol; port: number }[] = [];
+/** A slice port that passed validation. */
+interface ValidPort {
+  name: string;
+  protocol: Protocol;
+  port: number;
+}
+
+/** The valid ports of `slice`, in order; each bad one is skipped with a line through `bad`. */
+function slicePorts(slice: EndpointSlice, bad: BadField): ValidPort[] {
+  const ports: ValidPort[] = [];
   for (const [i, p] of (slice.ports ?? []).entries()) {
     // The API defaults name to "" and protocol to TCP.
     const pname = p?.name ?? "";
@@ -136,13 +134,56 @@ export function parseEndpointSlice(
       ports.push({ name: pname, protocol: protocol as Protocol, port: p.port });
     }
   }
+  return ports;
+}
 
-  // Within one slice a repeated address is decided as across slices (endpoint_dedup.ts), a
-  // later position counting as newer. Endpoints are built for the first port directly; other
-  // ports get copies.
-  const firstPort = ports.length > 0 ? ports[0].port : 0;
+type SliceEndpoint = NonNullable<EndpointSlice["endpoints"]>[number];
+
+/** The EndpointInfo of `ep` (address `ip`, already checked) on `port`. */
+function endpointInfo(ep: SliceEndpoint, ip: string, port: number, nodeName: string): EndpointInfo {
+  const c = ep.conditions;
+  const ready = c?.ready ?? true;
+  // As upstream's endpointslicecache.go: an unset `serving` is true, not a copy of `ready`,
+  // so a terminating endpoint whose controller never set `serving` is a fallback candidate.
+  const serving = c?.serving ?? true;
+  const terminating = c?.terminating ?? false;
+  const isLocal = ep.nodeName === nodeName && nodeName !== "";
+  // One literal per shape: a property added later would cost each of the (hundreds of
+  // thousands of) endpoints an out-of-object property array.
+  const info: EndpointInfo = ep.nodeName
+    ? { ip, port, ready, serving, terminating, isLocal, nodeName: ep.nodeName }
+    : { ip, port, ready, serving, terminating, isLocal };
+  if (ep.zone) info.zone = ep.zone;
+  if (ep.hints) {
+    const zones = names(ep.hints.forZones);
+    if (zones.length > 0) info.zoneHints = zones;
+    const nodes = names(ep.hints.forNodes);
+    if (nodes.length > 0) info.nodeHints = nodes;
+  }
+  return info;
+}
+
+/** One endpoint kept, with what sorting and deduplication need. */
+interface KeptEndpoint {
+  sortKey: number | string;
+  ep: EndpointInfo;
+  t: number;
+}
+
+/**
+ * The valid endpoints of `slice` on `port`, one per address, sorted by address. Within one
+ * slice a repeated address is decided as across slices (endpoint_dedup.ts), a later position
+ * counting as newer.
+ */
+function sliceEndpoints(
+  slice: EndpointSlice,
+  family: IpFamily,
+  port: number,
+  nodeName: string,
+  bad: BadField,
+): KeptEndpoint[] {
   const index = new Map<string, number>();
-  const list: { sortKey: number | string; ep: EndpointInfo; t: number }[] = [];
+  const list: KeptEndpoint[] = [];
   const raw = slice.endpoints ?? [];
   for (let i = 0; i < raw.length; i++) {
     const ep = raw[i];
@@ -153,26 +194,7 @@ export function parseEndpointSlice(
       bad(`endpoints[${i}].addresses[0]`, addr ?? null, `an IPv${family} address`, "endpoint");
       continue;
     }
-    const c = ep.conditions;
-    const ready = c?.ready ?? true;
-    const ip = canonicalText(addr!, parsed);
-    // As upstream's endpointslicecache.go: an unset `serving` is true, not a copy of `ready`,
-    // so a terminating endpoint whose controller never set `serving` is a fallback candidate.
-    const serving = c?.serving ?? true;
-    const terminating = c?.terminating ?? false;
-    const isLocal = ep.nodeName === nodeName && nodeName !== "";
-    // One literal per shape: a property added later would cost each of the (hundreds of
-    // thousands of) endpoints an out-of-object property array.
-    const info: EndpointInfo = ep.nodeName
-      ? { ip, port: firstPort, ready, serving, terminating, isLocal, nodeName: ep.nodeName }
-      : { ip, port: firstPort, ready, serving, terminating, isLocal };
-    if (ep.zone) info.zone = ep.zone;
-    if (ep.hints) {
-      const zones = names(ep.hints.forZones);
-      if (zones.length > 0) info.zoneHints = zones;
-      const nodes = names(ep.hints.forNodes);
-      if (nodes.length > 0) info.nodeHints = nodes;
-    }
+    const info = endpointInfo(ep, canonicalText(addr!, parsed), port, nodeName);
     const t = targetId(ep.targetRef);
     const at = index.get(info.ip);
     if (at === undefined) {
@@ -183,15 +205,45 @@ export function parseEndpointSlice(
       list[at].t = t;
     }
   }
-  list.sort((a, b) => compareKeys(a.sortKey, b.sortKey));
+  return list.sort((a, b) => compareKeys(a.sortKey, b.sortKey));
+}
+
+/**
+ * Validates one EndpointSlice. Returns null when the slice is not usable at
+ * all (FQDN address type, no service-name label, unknown address type) or
+ * not ours (labelled headless or service-proxy-name, silently);
+ * bad ports and endpoints are skipped with one log line each.
+ */
+export function parseEndpointSlice(
+  slice: EndpointSlice,
+  nodeName: string,
+  log: LogFn = consoleLog,
+): ParsedSlice | null {
+  const head = sliceHead(slice, log);
+  if (head === null) return null;
+  const { ns, name, svcName, family } = head;
+  const id = `${ns}/${name}`;
+  const bad: BadField = (field, value, expected, what) => {
+    log(
+      "error",
+      `endpointslice ${id}: ignoring ${what}: ${field} is ${
+        JSON.stringify(value)
+      }, expected ${expected}`,
+      { endpointSlice: id, field, value, expected },
+    );
+  };
+  const ports = slicePorts(slice, bad);
+  // Endpoints are built for the first port directly; other ports get copies.
+  const firstPort = ports.length > 0 ? ports[0].port : 0;
+  const list = sliceEndpoints(slice, family, firstPort, nodeName, bad);
   const targets = list.some((x) => x.t !== NO_TARGET) ? list.map((x) => x.t) : undefined;
   const first = list.map((x) => x.ep);
-  const slicePorts: SlicePort[] = ports.map((p, k) => ({
+  const parsedPorts: SlicePort[] = ports.map((p, k) => ({
     key: portKey(family, p.name, p.protocol),
     port: p.port,
     endpoints: k === 0 ? first : first.map((e) => ({ ...e, port: p.port })),
   }));
-  const out: ParsedSlice = { service: objectKey(ns, svcName), name, family, ports: slicePorts };
+  const out: ParsedSlice = { service: objectKey(ns, svcName), name, family, ports: parsedPorts };
   if (targets) out.targets = targets;
   return out;
 }

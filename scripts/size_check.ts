@@ -32,12 +32,7 @@ const E2E = "a real-kernel driver or test; not split yet: its split wants its ow
  */
 export const ALLOWED: Readonly<Record<string, string>> = {
   "agent/engine.ts": OWNED,
-  "agent/flags/assemble.ts#finish": OWNED,
-  'agent/flags/upstream_test.ts#test("every flag kube-proxy v1.34 registers on Linux is accepted")':
-    OWNED,
-  "agent/metrics.ts#createMetrics": OWNED,
   "agent/node.ts#buildNode": OWNED,
-  "proxier/endpoints_tracker.ts#parseEndpointSlice": OWNED,
   "proxier/nftables/proxier.ts#sync": OWNED,
   "tests/bench/agent/agent_bench.ts#main": OWNED,
   "tests/bench/agent/agent_bench.ts#churn": OWNED,

@@ -78,17 +78,17 @@ function featureGates(s: Settings, warnings: string[]) {
   return { featureGates: given, gates: proxyGates(r.enabled) };
 }
 
-function finish(
+/** The health and metrics servers' addresses: v1alpha2's CIDR form, or host:port. */
+function serverAddresses(
   s: Settings,
   configFile: string | undefined,
-  apiVersion: string | undefined,
+  v1alpha2: boolean,
+  v6: boolean,
   warnings: string[],
-  flagsGiven: Record<string, string>,
-): AgentConfig {
-  const v1alpha2 = apiVersion === V1ALPHA2.apiVersion;
-  const nodeIPOverride = s.nodeIPOverride ?? (s.bindAddress ? [s.bindAddress] : []);
-  const bindAddress = s.bindAddress ?? nodeIPOverride[0] ?? "0.0.0.0";
-  const v6 = isIPv6(bindAddress);
+): Pick<
+  AgentConfig,
+  "healthzBindAddress" | "healthzBindCIDRs" | "metricsBindAddress" | "metricsBindCIDRs"
+> {
   // Upstream ignores the deprecated port flags when a config file is given.
   const hzPort = configFile === undefined ? s.healthzPort : undefined;
   const mPort = configFile === undefined ? s.metricsPort : undefined;
@@ -109,12 +109,20 @@ function finish(
       port: s.metricsBindPort ?? V1ALPHA2_METRICS.port,
     };
   }
-  const healthz = healthzBindCIDRs
+  const healthzBindAddress = healthzBindCIDRs
     ? firstAddress(healthzBindCIDRs)
     : serverAddress(s.healthzBindAddress, hzPort, v6 ? "[::]" : "0.0.0.0", 10256);
-  const metrics = metricsBindCIDRs
+  const metricsBindAddress = metricsBindCIDRs
     ? firstAddress(metricsBindCIDRs)
     : serverAddress(s.metricsBindAddress, mPort, v6 ? "[::1]" : "127.0.0.1", 10249);
+  return { healthzBindAddress, healthzBindCIDRs, metricsBindAddress, metricsBindCIDRs };
+}
+
+/** The log format and destination; a klog setting we do not implement is a warning. */
+function logging(
+  s: Settings,
+  warnings: string[],
+): Pick<AgentConfig, "loggingFormat" | "logSplitStream" | "logFile"> {
   const loggingFormat = s.loggingFormat ?? "text";
   let logFile: string | undefined;
   if (s.logToStderr === false) {
@@ -126,6 +134,38 @@ function finish(
       );
     }
   }
+  const logSplitStream = (loggingFormat === "json" ? s.logJsonSplitStream : s.logTextSplitStream) ??
+    false;
+  return { loggingFormat, logSplitStream, logFile };
+}
+
+/** The conntrack sysctls with upstream's defaults. */
+function conntrackConfig(s: Settings): AgentConfig["conntrack"] {
+  return {
+    maxPerCore: s.ctMaxPerCore ?? 32768,
+    min: s.ctMin ?? 131072,
+    tcpEstablishedTimeoutMs: s.ctTcpEstablishedMs ?? 86_400_000,
+    tcpCloseWaitTimeoutMs: s.ctTcpCloseWaitMs ?? 3_600_000,
+    tcpBeLiberal: s.ctTcpBeLiberal ?? false,
+    udpTimeoutMs: s.ctUdpMs ?? 0,
+    udpStreamTimeoutMs: s.ctUdpStreamMs ?? 0,
+  };
+}
+
+/** The validated configuration of `s`: defaults applied, one field per AgentConfig member. */
+function finish(
+  s: Settings,
+  configFile: string | undefined,
+  apiVersion: string | undefined,
+  warnings: string[],
+  flagsGiven: Record<string, string>,
+): AgentConfig {
+  const v1alpha2 = apiVersion === V1ALPHA2.apiVersion;
+  const nodeIPOverride = s.nodeIPOverride ?? (s.bindAddress ? [s.bindAddress] : []);
+  const bindAddress = s.bindAddress ?? nodeIPOverride[0] ?? "0.0.0.0";
+  // Evaluated in this order so the warnings keep theirs: servers, logging, gates.
+  const servers = serverAddresses(s, configFile, v1alpha2, isIPv6(bindAddress), warnings);
+  const log = logging(s, warnings);
   const cfg: AgentConfig = {
     configFile,
     configApiVersion: apiVersion,
@@ -145,28 +185,14 @@ function finish(
     minSyncPeriodMs: s.minSyncPeriodMs ?? 1_000,
     fullSyncPeriodMs: s.fullSyncPeriodMs ?? 3_600_000,
     conntrackReconcilerPeriodMs: s.conntrackReconcilerPeriodMs ?? 30_000,
-    healthzBindAddress: healthz,
-    healthzBindCIDRs,
-    metricsBindAddress: metrics,
-    metricsBindCIDRs,
-    conntrack: {
-      maxPerCore: s.ctMaxPerCore ?? 32768,
-      min: s.ctMin ?? 131072,
-      tcpEstablishedTimeoutMs: s.ctTcpEstablishedMs ?? 86_400_000,
-      tcpCloseWaitTimeoutMs: s.ctTcpCloseWaitMs ?? 3_600_000,
-      tcpBeLiberal: s.ctTcpBeLiberal ?? false,
-      udpTimeoutMs: s.ctUdpMs ?? 0,
-      udpStreamTimeoutMs: s.ctUdpStreamMs ?? 0,
-    },
+    ...servers,
+    conntrack: conntrackConfig(s),
     cleanup: s.cleanup ?? false,
     cleanupIptablesNft: s.cleanupIptablesNft ?? false,
     initOnly: s.initOnly ?? false,
     writeConfigTo: s.writeConfigTo,
     verbosity: s.verbosity ?? 0,
-    loggingFormat,
-    logSplitStream: (loggingFormat === "json" ? s.logJsonSplitStream : s.logTextSplitStream) ??
-      false,
-    logFile,
+    ...log,
     alsoLogToStderr: s.alsoLogToStderr ?? false,
     dryRun: s.dryRun ?? false,
     version: s.version ?? false,
