@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import { Transaction } from "../../ffi/nftables/types.ts";
 import type { ProxyState } from "../model.ts";
-import { noStale } from "../../tests/bench/synthetic.ts";
+import { noStale } from "../../tests/support/synthetic.ts";
 import { chainDigest, digestRules } from "./plan/common.ts";
 import { Proxier, type SyncResult } from "./proxier.ts";
 import { CFG, ep, state, svc } from "./testing.ts";

@@ -3,7 +3,7 @@ import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import type { NftNotification } from "../../ffi/nftables/netlink/notify.ts";
 import { type Element, Transaction } from "../../ffi/nftables/types.ts";
 import type { ProxyState } from "../model.ts";
-import { noStale } from "../../tests/bench/synthetic.ts";
+import { noStale } from "../../tests/support/synthetic.ts";
 import { elementCheck, emptyTouched, mergeTouched, type Touched, touchedBy } from "./foreign.ts";
 import { Proxier, type SyncResult } from "./proxier.ts";
 import { CFG, ep, state, svc } from "./testing.ts";

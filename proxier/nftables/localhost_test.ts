@@ -6,7 +6,7 @@ import { LOCALHOST_CHAIN, localhostRejectedCounter } from "./localhost.ts";
 import { Proxier } from "./proxier.ts";
 import { buildSkeleton } from "./skeleton.ts";
 import { CFG, state } from "./testing.ts";
-import { noStale, syntheticConfig, syntheticState } from "../../tests/bench/synthetic.ts";
+import { noStale, syntheticConfig, syntheticState } from "../../tests/support/synthetic.ts";
 
 Deno.test("localhost rules: only while the proxy serves the family; UDP and SCTP counted and rejected", () => {
   const off = buildSkeleton(buildContext(state(), CFG), 0);

@@ -9,7 +9,7 @@ import {
   syntheticEndpoints,
   syntheticService,
   syntheticState,
-} from "../../tests/bench/synthetic.ts";
+} from "../../tests/support/synthetic.ts";
 import { Proxier, type ProxierInput, type ProxierOptions, type SyncResult } from "./proxier.ts";
 
 const OPTS = { services: 0, endpointsPerService: 1, nodePortEvery: 0, udpEvery: 0 };

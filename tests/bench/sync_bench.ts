@@ -28,7 +28,7 @@ import {
   syntheticEndpoints,
   syntheticService,
   syntheticState,
-} from "./synthetic.ts";
+} from "../support/synthetic.ts";
 
 /** Options of {@link benchSync}. */
 export interface SyncBenchOptions {

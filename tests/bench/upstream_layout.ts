@@ -15,8 +15,8 @@
  */
 import { openNftables } from "../../ffi/nftables/client.ts";
 import { Transaction } from "../../ffi/nftables/types.ts";
-import type { MutableState } from "./synthetic.ts";
-import { syntheticService, syntheticState } from "./synthetic.ts";
+import type { MutableState } from "../support/synthetic.ts";
+import { syntheticService, syntheticState } from "../support/synthetic.ts";
 import { requireTestNetns } from "./sync_bench.ts";
 import { hash8 } from "../../proxier/nftables/names.ts";
 import type { EndpointInfo, ServicePortInfo } from "../../proxier/model.ts";

@@ -14,7 +14,7 @@
  */
 import assert from "node:assert/strict";
 import { denoBin, repoRoot, run } from "../netns.ts";
-import { Prober } from "../bench/agent/net.ts";
+import { Prober } from "../support/net.ts";
 import { startPinger as startUdpPinger } from "./fixtures/udp_pinger_client.ts";
 import { type AgentProcess, eventually } from "./fixtures/agent_process.ts";
 import { startAgent } from "./fixtures/agent_under_test.ts";
@@ -71,7 +71,7 @@ const count = () => Number(Deno.readTextFileSync(COUNT).trim());
 /** A client in the client namespace sending from one source port, its replies recorded. */
 const startPinger = (sport: number) => startUdpPinger(topo.client, DNS, 53, sport);
 
-/** The TCP prober, run in the client namespace (tests/bench/agent/prober.ts). */
+/** The TCP prober, run in the client namespace (tests/support/prober.ts). */
 function startProber(): Prober {
   const proberChild = new Deno.Command("ip", {
     args: [
@@ -81,7 +81,7 @@ function startProber(): Prober {
       denoBin,
       "run",
       "-A",
-      `${repoRoot}/tests/bench/agent/prober.ts`,
+      `${repoRoot}/tests/support/prober.ts`,
     ],
     stdin: "piped",
     stdout: "piped",

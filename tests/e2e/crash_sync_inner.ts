@@ -27,8 +27,8 @@ import {
   serviceCIDR,
   slice,
   TARGET_PORT,
-} from "../bench/agent/cluster.ts";
-import { BenchNet } from "../bench/agent/net.ts";
+} from "../support/cluster.ts";
+import { BenchNet } from "../support/net.ts";
 import { AgentProcess } from "./fixtures/agent_process.ts";
 import { startAgent } from "./fixtures/agent_under_test.ts";
 import { programmedFrontends } from "./fixtures/programmed_frontends.ts";

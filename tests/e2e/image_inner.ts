@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { FakeApiServer, type KObject } from "../fakeapi/server.ts";
-import * as bench from "../bench/agent/cluster.ts";
+import * as bench from "../support/cluster.ts";
 import { CLIENT4 } from "../topology.ts";
 import { freePort } from "./fixtures/agent_process.ts";
 import { agentFlags, waitHealthy } from "./fixtures/agent_under_test.ts";

@@ -31,7 +31,8 @@
  * @module
  */
 import { FakeApiServer } from "../../fakeapi/server.ts";
-import { AgentProcess, freePort, NETNS_SAFE_FLAGS } from "../../e2e/fixtures/agent_process.ts";
+import { AgentProcess, freePort } from "../../e2e/fixtures/agent_process.ts";
+import { agentFlags } from "../../e2e/fixtures/agent_under_test.ts";
 import {
   clusterIP,
   type Ep,
@@ -45,10 +46,10 @@ import {
   serviceCIDR,
   serviceName,
   slice,
-} from "./cluster.ts";
-import { BenchNet, treeStat } from "./net.ts";
+} from "../../support/cluster.ts";
+import { BenchNet, treeStat } from "../../support/net.ts";
 import { idle } from "./idle.ts";
-import { now } from "./prober.ts";
+import { now } from "../../support/prober.ts";
 import { run } from "../../netns.ts";
 import { rng } from "../../rng.ts";
 
@@ -150,13 +151,14 @@ async function main(): Promise<void> {
 
   const metricsPort = freePort(), healthzPort = freePort();
   const kubeconfig = api.writeKubeconfig();
+  // The e2e drivers' base flags with the bench's node, IPv4 only and the default
+  // --min-sync-period; extra flags from the environment go last, so they win.
   const args = [
-    `--kubeconfig=${kubeconfig}`,
-    `--hostname-override=${NODE_NAME}`,
-    "--cluster-cidr=198.18.1.0/24",
-    `--healthz-bind-address=127.0.0.1:${healthzPort}`,
-    `--metrics-bind-address=127.0.0.1:${metricsPort}`,
-    ...NETNS_SAFE_FLAGS,
+    ...agentFlags(kubeconfig, healthzPort, metricsPort, {
+      nodeName: NODE_NAME,
+      clusterCIDR: "198.18.1.0/24",
+      minSyncPeriod: null,
+    }),
     ...(Deno.env.get("KNP_BENCH_AGENT_ARGS") ?? "").split(" ").filter((a) => a !== ""),
   ];
   const metrics = `http://127.0.0.1:${metricsPort}/metrics`;

@@ -15,8 +15,8 @@
  * @module
  */
 import { run } from "../../netns.ts";
-import { type BenchNet, treeStat } from "./net.ts";
-import { now } from "./prober.ts";
+import { type BenchNet, treeStat } from "../../support/net.ts";
+import { now } from "../../support/prober.ts";
 
 /** What {@link idle} needs from the benchmark. */
 export interface IdleOptions {

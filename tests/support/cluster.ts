@@ -6,9 +6,12 @@
  * addresses from 198.18.128.0/17, which the backend namespace answers on every address (AnyIP),
  * and 198.18.255.0/24 kept free for the endpoints the benchmark's measured changes bring in.
  *
+ * Shared test support: tests/bench/agent and the e2e drivers that need a cluster at scale
+ * (crash_sync, image) both build theirs here.
+ *
  * @module
  */
-import type { KObject } from "../../fakeapi/server.ts";
+import type { KObject } from "../fakeapi/server.ts";
 
 /** The node the agent runs as. */
 export const NODE_NAME = "bench-node";

@@ -9,9 +9,11 @@
  * The node has no route for the ServiceCIDR: until the agent's rules translate a ClusterIP, a
  * probe is refused at once (ICMP unreachable) instead of hanging. Only 198.18.0.0/15 is used.
  *
+ * Shared test support: tests/bench/agent and e2e drivers (crash_sync, crash_conntrack) use it.
+ *
  * @module
  */
-import { denoBin, Netns, run } from "../../netns.ts";
+import { denoBin, Netns, run } from "../netns.ts";
 import { ENDPOINT_PREFIX, TARGET_PORT } from "./cluster.ts";
 import { now } from "./prober.ts";
 
