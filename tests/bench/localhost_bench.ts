@@ -157,6 +157,47 @@ function withPort(o: KObject, what: "spec" | "slice"): KObject {
   return o;
 }
 
+/** Bulk throughput to `pod` directly and through the loopback proxy, 3 runs each; emits both. */
+async function measureBulk(pod: string): Promise<void> {
+  const bulkPaths = [["direct", pod, BULK_PORT], ["proxy", "127.0.0.1", BULK_NODE_PORT]] as const;
+  const mbps: Record<string, number> = {};
+  for (const [path, host, port] of bulkPaths) {
+    const runs = [];
+    for (let i = 0; i < 3; i++) runs.push(await bulk(host, port, BULK_BYTES));
+    mbps[path] = BULK_BYTES / median(runs) / 1e6;
+    emit({
+      measure: "bulk",
+      path,
+      bytes: BULK_BYTES,
+      runsSeconds: runs.map((s) => +s.toFixed(3)),
+      MBps: +mbps[path].toFixed(0),
+    });
+  }
+  emit({ measure: "bulk ratio", proxyOverDirect: +(mbps.proxy / mbps.direct).toFixed(2) });
+}
+
+/** 64-byte request/response latency, direct and through the proxy; emits both and the difference. */
+async function measureLatency(pod: string): Promise<void> {
+  const paths = [["direct", pod, STREAM_PORT], ["proxy", "127.0.0.1", NODE_PORT]] as const;
+  const lat: Record<string, { p50: number; p99: number }> = {};
+  for (const [path, host, port] of paths) {
+    const s = (await rr(host, port, RR_COUNT)).sort((a, b) => a - b);
+    lat[path] = { p50: pct(s, 0.5), p99: pct(s, 0.99) };
+    emit({
+      measure: "rr64",
+      path,
+      count: RR_COUNT,
+      p50us: +lat[path].p50.toFixed(1),
+      p99us: +lat[path].p99.toFixed(1),
+    });
+  }
+  emit({
+    measure: "rr64 added",
+    p50us: +(lat.proxy.p50 - lat.direct.p50).toFixed(1),
+    p99us: +(lat.proxy.p99 - lat.direct.p99).toFixed(1),
+  });
+}
+
 async function inner(): Promise<void> {
   const topo = attachTopology("tests/bench/localhost_bench.ts");
   const pod = topo.podIPv4(0);
@@ -197,39 +238,8 @@ async function inner(): Promise<void> {
       20_000,
       100,
     );
-    const paths = [["direct", pod, STREAM_PORT], ["proxy", "127.0.0.1", NODE_PORT]] as const;
-    const bulkPaths = [["direct", pod, BULK_PORT], ["proxy", "127.0.0.1", BULK_NODE_PORT]] as const;
-    const mbps: Record<string, number> = {};
-    for (const [path, host, port] of bulkPaths) {
-      const runs = [];
-      for (let i = 0; i < 3; i++) runs.push(await bulk(host, port, BULK_BYTES));
-      mbps[path] = BULK_BYTES / median(runs) / 1e6;
-      emit({
-        measure: "bulk",
-        path,
-        bytes: BULK_BYTES,
-        runsSeconds: runs.map((s) => +s.toFixed(3)),
-        MBps: +mbps[path].toFixed(0),
-      });
-    }
-    emit({ measure: "bulk ratio", proxyOverDirect: +(mbps.proxy / mbps.direct).toFixed(2) });
-    const lat: Record<string, { p50: number; p99: number }> = {};
-    for (const [path, host, port] of paths) {
-      const s = (await rr(host, port, RR_COUNT)).sort((a, b) => a - b);
-      lat[path] = { p50: pct(s, 0.5), p99: pct(s, 0.99) };
-      emit({
-        measure: "rr64",
-        path,
-        count: RR_COUNT,
-        p50us: +lat[path].p50.toFixed(1),
-        p99us: +lat[path].p99.toFixed(1),
-      });
-    }
-    emit({
-      measure: "rr64 added",
-      p50us: +(lat.proxy.p50 - lat.direct.p50).toFixed(1),
-      p99us: +(lat.proxy.p99 - lat.direct.p99).toFixed(1),
-    });
+    await measureBulk(pod);
+    await measureLatency(pod);
     emit({
       measure: "agent idle",
       agentFds: fds(aut.agent.pid),

@@ -47,37 +47,41 @@ function exists(path: string): boolean {
   }
 }
 
-/** The benchmark plan for a mode. */
-export function plan(quick: boolean, soak = false, fuzz = false): { jobs: Job[]; notes: string[] } {
-  const jobs: Job[] = [];
-  const notes: string[] = [];
-  const bench = (f: string) => `${repoRoot}/tests/bench/${f}`;
-  if (fuzz) {
-    const f = bench("fuzz_bench.ts");
-    jobs.push({ group: "fuzz", label: "fuzz", script: f, args: [], timeoutSeconds: 1800 });
-    const k = ["--kernel", "--seeds=10", "--steps=40"];
-    jobs.push({ group: "fuzz", label: "fuzz kernel", script: f, args: k, timeoutSeconds: 900 });
-    return { jobs, notes };
-  }
-  // End to end first: the real agent, a fake API server, probes from another namespace.
+/** Where a benchmark script lives. */
+const bench = (f: string) => `${repoRoot}/tests/bench/${f}`;
+
+/** The fuzzed-cluster-state runs: in memory, then on the kernel. */
+function fuzzJobs(): Job[] {
+  const f = bench("fuzz_bench.ts");
+  const k = ["--kernel", "--seeds=10", "--steps=40"];
+  return [
+    { group: "fuzz", label: "fuzz", script: f, args: [], timeoutSeconds: 1800 },
+    { group: "fuzz", label: "fuzz kernel", script: f, args: k, timeoutSeconds: 900 },
+  ];
+}
+
+/** The end-to-end runs: the real agent, a fake API server, probes from another namespace. */
+function agentJobs(quick: boolean, soak: boolean): Job[] {
   const agentSizes: [number, number, number][] = soak
     ? [[10000, 10, 300]]
     : quick
     ? [[1000, 10, 20]]
     : [[10000, 10, 60], [30000, 10, 60], [60000, 10, 60], [5000, 50, 60]];
-  for (const [s, e, churn] of agentSizes) {
-    jobs.push({
-      group: soak ? "soak" : "agent",
-      label: `agent ${s}x${e}`,
-      script: bench("agent/agent_bench.ts"),
-      args: ["--services", `${s}`, "--eps", `${e}`, "--churn-seconds", `${churn}`]
-        .concat(quick ? ["--settle-seconds", "10"] : []),
-      // Plus the idle window (agent_bench.ts, KNP_BENCH_IDLE_SECONDS, 300 s by default).
-      timeoutSeconds: 300 + churn * 2 + s / 100 +
-        Number(Deno.env.get("KNP_BENCH_IDLE_SECONDS") ?? 300),
-    });
-  }
-  if (soak) return { jobs, notes };
+  return agentSizes.map(([s, e, churn]) => ({
+    group: soak ? "soak" : "agent",
+    label: `agent ${s}x${e}`,
+    script: bench("agent/agent_bench.ts"),
+    args: ["--services", `${s}`, "--eps", `${e}`, "--churn-seconds", `${churn}`]
+      .concat(quick ? ["--settle-seconds", "10"] : []),
+    // Plus the idle window (agent_bench.ts, KNP_BENCH_IDLE_SECONDS, 300 s by default).
+    timeoutSeconds: 300 + churn * 2 + s / 100 +
+      Number(Deno.env.get("KNP_BENCH_IDLE_SECONDS") ?? 300),
+  }));
+}
+
+/** Our proxier's sync alone, and (full mode) one transaction without chunking. */
+function syncJobs(quick: boolean): Job[] {
+  const jobs: Job[] = [];
   const sizes: [number, number][] = quick
     ? [[1000, 10]]
     : [[1000, 10], [5000, 10], [10000, 10], [30000, 10], [5000, 50]];
@@ -101,16 +105,12 @@ export function plan(quick: boolean, soak = false, fuzz = false): { jobs: Job[];
       });
     }
   }
+  return jobs;
+}
+
+/** Upstream's ruleset layout applied with nft, capped at {@link UPSTREAM_CAP} seconds. */
+function upstreamJobs(quick: boolean, notes: string[]): Job[] {
   const upstream: [number, number][] = quick ? [[1000, 10]] : [[1000, 10], [5000, 10], [10000, 10]];
-  for (const [s, e] of upstream) {
-    jobs.push({
-      group: "upstream",
-      label: `upstream ${s}x${e}`,
-      script: bench("upstream_layout.ts"),
-      args: ["--services", String(s), "--eps", String(e)],
-      timeoutSeconds: UPSTREAM_CAP,
-    });
-  }
   if (!quick) {
     notes.push(
       "upstream 30000x10 and 5000x50 are not attempted: the kernel cannot abort a running " +
@@ -118,20 +118,25 @@ export function plan(quick: boolean, soak = false, fuzz = false): { jobs: Job[];
         "already exceeds the cap and the cost grows super-linearly.",
     );
   }
+  return upstream.map(([s, e]) => ({
+    group: "upstream",
+    label: `upstream ${s}x${e}`,
+    script: bench("upstream_layout.ts"),
+    args: ["--services", String(s), "--eps", String(e)],
+    timeoutSeconds: UPSTREAM_CAP,
+  }));
+}
+
+/** The single-script benchmarks; a missing script is a note, not a failure. */
+function otherJobs(quick: boolean, notes: string[]): Job[] {
   const others: [string, string, string[]][] = [
     ["elements", "nft_elements_bench.ts", []],
     ["conntrack", "conntrack_bench.ts", quick ? ["20000"] : []],
     // The localhost NodePort proxy: bulk, request/response and 5k connections (real kernel).
     ["localhost", "localhost_bench.ts", []],
-    [
-      "reconcile",
-      "conntrack_reconcile_bench.ts",
-      quick ? ["fake"] : [
-        "fake",
-        "real",
-      ],
-    ],
+    ["reconcile", "conntrack_reconcile_bench.ts", quick ? ["fake"] : ["fake", "real"]],
   ];
+  const jobs: Job[] = [];
   for (const [group, file, args] of others) {
     if (!exists(bench(file))) {
       notes.push(`${file} not present: skipped`);
@@ -139,6 +144,17 @@ export function plan(quick: boolean, soak = false, fuzz = false): { jobs: Job[];
     }
     jobs.push({ group, label: group, script: bench(file), args, timeoutSeconds: 300 });
   }
+  return jobs;
+}
+
+/** The benchmark plan for a mode. */
+export function plan(quick: boolean, soak = false, fuzz = false): { jobs: Job[]; notes: string[] } {
+  if (fuzz) return { jobs: fuzzJobs(), notes: [] };
+  const notes: string[] = [];
+  // End to end first.
+  const jobs = agentJobs(quick, soak);
+  if (soak) return { jobs, notes };
+  jobs.push(...syncJobs(quick), ...upstreamJobs(quick, notes), ...otherJobs(quick, notes));
   return { jobs, notes };
 }
 

@@ -16,7 +16,7 @@ import assert from "node:assert/strict";
 import { run } from "../netns.ts";
 import type { ProbeResult } from "../topology.ts";
 import { AgentProcess, httpGet } from "./fixtures/agent_process.ts";
-import { startAgent } from "./fixtures/agent_under_test.ts";
+import { type AgentUnderTest, startAgent } from "./fixtures/agent_under_test.ts";
 import {
   attachTopology,
   fails,
@@ -73,18 +73,14 @@ const V6: Fam = {
 const hostPort = (f: Fam, ip: string) => (f.v6 ? `[${ip}]:8080` : `${ip}:8080`);
 const host = (f: Fam, ip: string) => (f.v6 ? `${ip}/128` : `${ip}/32`);
 
-/** kube-proxy's iptables-mode tables for one family (iptables-restore --noflush input). */
-function rules(f: Fam): string {
+/** kube-proxy's filter table for one family: its chains, jumps and KUBE-FORWARD rules. */
+function filterRules(f: Fam): string[] {
   const ct = "-m conntrack --ctstate NEW -m comment --comment";
   const firewall = f.v6 ? [] : [
     `-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming ` +
     `localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`,
   ];
   return [
-    "*mangle",
-    ":KUBE-PROXY-CANARY - [0:0]",
-    ":KUBE-KUBELET-CANARY - [0:0]",
-    "COMMIT",
     "*filter",
     ...[
       "KUBE-EXTERNAL-SERVICES",
@@ -115,6 +111,12 @@ function rules(f: Fam): string {
     `-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack ` +
     "--ctstate RELATED,ESTABLISHED -j ACCEPT",
     "COMMIT",
+  ];
+}
+
+/** kube-proxy's nat table for one family: web (one endpoint), web2 (two) and a foreign SNAT. */
+function natRules(f: Fam): string[] {
+  return [
     "*nat",
     ...[
       "KUBE-SERVICES",
@@ -156,6 +158,18 @@ function rules(f: Fam): string {
     `-A ${SEP2A} -p tcp -m tcp -j DNAT --to-destination ${hostPort(f, f.a)}`,
     `-A ${SEP2B} -p tcp -m tcp -j DNAT --to-destination ${hostPort(f, f.b)}`,
     "COMMIT",
+  ];
+}
+
+/** kube-proxy's iptables-mode tables for one family (iptables-restore --noflush input). */
+function rules(f: Fam): string {
+  return [
+    "*mangle",
+    ":KUBE-PROXY-CANARY - [0:0]",
+    ":KUBE-KUBELET-CANARY - [0:0]",
+    "COMMIT",
+    ...filterRules(f),
+    ...natRules(f),
     "",
   ].join("\n");
 }
@@ -196,6 +210,88 @@ async function probeLoop(stop: { done: boolean }): Promise<ProbeResult[]> {
   return out;
 }
 
+/** Starts the agent while probing both families: its cleanup must not fail one request. */
+async function cleanupUnderTraffic(sut: AgentUnderTest): Promise<void> {
+  const stop = { done: false };
+  const probes = probeLoop(stop);
+  const agent = sut.start();
+  await sut.healthy();
+  await agent.waitForLine(/iptables-nft cleanup done/, 30_000);
+  await new Promise((r) => setTimeout(r, 1000));
+  stop.done = true;
+  const results = await probes;
+  const failed = results.filter((r) => "error" in r);
+  const seen = new Set(results.map((r) => ("reply" in r ? r.reply.split(" ")[0] : "-")));
+  console.log(`during: ${results.length} requests, replies from ${[...seen].sort()}`);
+  assert.ok(results.length >= 6, `too few probes: ${results.length}`);
+  assert.deepEqual(failed, [], `${failed.length} of ${results.length} requests failed`);
+}
+
+/** The agent's rules serve, kube-proxy's are gone, the foreign ones kept; log, metrics, Event. */
+async function assertCleanedUp(sut: AgentUnderTest): Promise<void> {
+  for (const f of [V4, V6]) {
+    await reaches(topo, "tcp", f.web, 80, ["a", "b"]);
+    await fails(topo, f.web2, 80);
+    const text = await save(f);
+    const left = text.split("\n").filter((l) => KUBE_PROXY_CHAIN.test(l));
+    assert.deepEqual(left, [], `kube-proxy's rules left:\n${text}`);
+    assertForeignKept(f, text);
+  }
+  const a = sut.agent;
+  const log = a.text();
+  for (const table of ["ip nat", "ip filter", "ip mangle", "ip6 nat", "ip6 filter"]) {
+    assert.match(log, new RegExp(`Removed kube-proxy's iptables-nft rules.*"${table}"`));
+  }
+  assert.match(log, /PREROUTING->KUBE-SERVICES#\d+/);
+  assert.doesNotMatch(log, /Not removing legacy iptables rules/);
+  const m = await httpGet(`${sut.metrics}/metrics`);
+  const name = "kube_nft_proxy_iptables_nft_removed_total";
+  for (const fam of ["IPv4", "IPv6"]) {
+    // nat 3 + filter 9 jumps; nat 10 + filter 6 + mangle 1 chains.
+    assert.equal(metric(m.body, name, `ip_family="${fam}",kind="rule"`), 12, m.body);
+    assert.equal(metric(m.body, name, `ip_family="${fam}",kind="chain"`), 17, m.body);
+  }
+  assert.ok(
+    sut.api.events.some((e) => e.reason === "IptablesNftCleanup" && e.type === "Normal"),
+    JSON.stringify(sut.api.events),
+  );
+}
+
+/** Legacy iptables KUBE- chains: the agent refuses them with the manual step and serves. */
+async function legacyRefused(sut: AgentUnderTest): Promise<void> {
+  await run(["iptables-legacy", "-t", "filter", "-N", "KUBE-SERVICES"]);
+  await run(["ip6tables-legacy", "-t", "filter", "-N", "KUBE-SERVICES"]);
+  try {
+    const agent = await sut.restart();
+    await sut.healthy();
+    const line = await agent.waitForLine(/Not removing legacy iptables rules/, 30_000);
+    assert.match(line.text, /^E/, "an error line");
+    assert.match(line.text, /ip_tables: filter; ip6_tables: filter/);
+    assert.match(line.text, /iptables-legacy-save \| grep KUBE-/);
+    assert.match(line.text, /kube-proxy --cleanup --proxy-mode=iptables/);
+    await reaches(topo, "tcp", WEB4, 80, ["a", "b"]);
+    await reaches(topo, "tcp", WEB6, 80, ["a", "b"]);
+    assert.ok(
+      sut.api.events.some((e) => e.reason === "LegacyIptables" && e.type === "Warning"),
+      JSON.stringify(sut.api.events),
+    );
+    const st = await agent.stop();
+    assert.equal(st.code, 0, agent.tail());
+  } finally {
+    await run(["iptables-legacy", "-t", "filter", "-X", "KUBE-SERVICES"], { check: false });
+    await run(["ip6tables-legacy", "-t", "filter", "-X", "KUBE-SERVICES"], { check: false });
+  }
+}
+
+/** The agent of the latest start, or undefined before the first. */
+function latest(sut: AgentUnderTest): AgentProcess | undefined {
+  try {
+    return sut.agent;
+  } catch {
+    return undefined;
+  }
+}
+
 Deno.test({
   name: "--cleanup-iptables-nft: iptables-nft rules go after the first sync, traffic throughout",
   sanitizeOps: false,
@@ -215,7 +311,6 @@ Deno.test({
       args: ["--cleanup-iptables-nft", "--v=2"],
       deferStart: true,
     });
-    let agent: AgentProcess | undefined;
     try {
       await t.step("before: kube-proxy's iptables-nft rules serve", async () => {
         for (const f of [V4, V6]) {
@@ -225,85 +320,30 @@ Deno.test({
         }
       });
 
-      await t.step("during: the agent starts and cleans up; no request fails", async () => {
-        const stop = { done: false };
-        const probes = probeLoop(stop);
-        agent = sut.start();
-        await sut.healthy();
-        await agent.waitForLine(/iptables-nft cleanup done/, 30_000);
-        await new Promise((r) => setTimeout(r, 1000));
-        stop.done = true;
-        const results = await probes;
-        const failed = results.filter((r) => "error" in r);
-        const seen = new Set(results.map((r) => ("reply" in r ? r.reply.split(" ")[0] : "-")));
-        console.log(`during: ${results.length} requests, replies from ${[...seen].sort()}`);
-        assert.ok(results.length >= 6, `too few probes: ${results.length}`);
-        assert.deepEqual(failed, [], `${failed.length} of ${results.length} requests failed`);
-      });
+      await t.step(
+        "during: the agent starts and cleans up; no request fails",
+        () => cleanupUnderTraffic(sut),
+      );
 
-      await t.step("after: the agent's rules serve; kube-proxy's are gone", async () => {
-        for (const f of [V4, V6]) {
-          await reaches(topo, "tcp", f.web, 80, ["a", "b"]);
-          await fails(topo, f.web2, 80);
-          const text = await save(f);
-          const left = text.split("\n").filter((l) => KUBE_PROXY_CHAIN.test(l));
-          assert.deepEqual(left, [], `kube-proxy's rules left:\n${text}`);
-          assertForeignKept(f, text);
-        }
-        const a = agent!;
-        const log = a.text();
-        for (const table of ["ip nat", "ip filter", "ip mangle", "ip6 nat", "ip6 filter"]) {
-          assert.match(log, new RegExp(`Removed kube-proxy's iptables-nft rules.*"${table}"`));
-        }
-        assert.match(log, /PREROUTING->KUBE-SERVICES#\d+/);
-        assert.doesNotMatch(log, /Not removing legacy iptables rules/);
-        const m = await httpGet(`${sut.metrics}/metrics`);
-        const name = "kube_nft_proxy_iptables_nft_removed_total";
-        for (const fam of ["IPv4", "IPv6"]) {
-          // nat 3 + filter 9 jumps; nat 10 + filter 6 + mangle 1 chains.
-          assert.equal(metric(m.body, name, `ip_family="${fam}",kind="rule"`), 12, m.body);
-          assert.equal(metric(m.body, name, `ip_family="${fam}",kind="chain"`), 17, m.body);
-        }
-        assert.ok(
-          sut.api.events.some((e) => e.reason === "IptablesNftCleanup" && e.type === "Normal"),
-          JSON.stringify(sut.api.events),
-        );
-      });
+      await t.step(
+        "after: the agent's rules serve; kube-proxy's are gone",
+        () => assertCleanedUp(sut),
+      );
 
       await t.step("a restart finds nothing to remove and serves", async () => {
-        agent = await sut.restart();
+        const agent = await sut.restart();
         await sut.healthy();
         await agent.waitForLine(/No kube-proxy iptables-nft rules to remove/, 30_000);
         await reaches(topo, "tcp", WEB4, 80, ["a", "b"]);
         await reaches(topo, "tcp", WEB6, 80, ["a", "b"]);
       });
 
-      await t.step("legacy iptables: refused with the manual step; the agent serves", async () => {
-        await run(["iptables-legacy", "-t", "filter", "-N", "KUBE-SERVICES"]);
-        await run(["ip6tables-legacy", "-t", "filter", "-N", "KUBE-SERVICES"]);
-        try {
-          agent = await sut.restart();
-          await sut.healthy();
-          const line = await agent.waitForLine(/Not removing legacy iptables rules/, 30_000);
-          assert.match(line.text, /^E/, "an error line");
-          assert.match(line.text, /ip_tables: filter; ip6_tables: filter/);
-          assert.match(line.text, /iptables-legacy-save \| grep KUBE-/);
-          assert.match(line.text, /kube-proxy --cleanup --proxy-mode=iptables/);
-          await reaches(topo, "tcp", WEB4, 80, ["a", "b"]);
-          await reaches(topo, "tcp", WEB6, 80, ["a", "b"]);
-          assert.ok(
-            sut.api.events.some((e) => e.reason === "LegacyIptables" && e.type === "Warning"),
-            JSON.stringify(sut.api.events),
-          );
-          const st = await agent.stop();
-          assert.equal(st.code, 0, agent.tail());
-        } finally {
-          await run(["iptables-legacy", "-t", "filter", "-X", "KUBE-SERVICES"], { check: false });
-          await run(["ip6tables-legacy", "-t", "filter", "-X", "KUBE-SERVICES"], { check: false });
-        }
-      });
+      await t.step(
+        "legacy iptables: refused with the manual step; the agent serves",
+        () => legacyRefused(sut),
+      );
     } finally {
-      await agent?.stop("SIGKILL").catch(() => {});
+      await latest(sut)?.stop("SIGKILL").catch(() => {});
       await AgentProcess.run(["--cleanup"]).catch(() => {});
       await sut.close();
     }

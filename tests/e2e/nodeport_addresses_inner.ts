@@ -10,7 +10,7 @@
  */
 import assert from "node:assert/strict";
 import { AgentProcess } from "./fixtures/agent_process.ts";
-import { agentFlags, startAgent } from "./fixtures/agent_under_test.ts";
+import { agentFlags, type AgentUnderTest, startAgent } from "./fixtures/agent_under_test.ts";
 import { NODE4, NODE6, NODE_LINK4, NODE_LINK6 } from "../topology.ts";
 import { run } from "../netns.ts";
 import {
@@ -40,6 +40,52 @@ const refuses = (ip: string) => fails(topo, ip, NP);
 /** The same for the IPv6 Service's NodePort. */
 const answers6 = (ip: string) => reaches(topo, "tcp", ip, NP6, ["a", "b"]);
 const refuses6 = (ip: string) => fails(topo, ip, NP6);
+
+/** --nodeport-addresses=all: every local address, one added later too. */
+async function allAddresses(aut: AgentUnderTest): Promise<void> {
+  await aut.restart(["--nodeport-addresses=all"]);
+  await aut.healthy("restart with all");
+  await answers(NODE4);
+  await answers(NODE_LINK4);
+  await answers(LATER_OUT);
+  await addr("add", LATER_IN);
+  await answers(LATER_IN);
+  await addr("del", LATER_IN);
+  assert.match(await nftServices(), /fib daddr type local/);
+}
+
+/** primary,CIDR: the Node's IPs and the CIDR's addresses, nothing else. */
+async function primaryWithCidr(aut: AgentUnderTest): Promise<void> {
+  await aut.restart(["--nodeport-addresses=primary,198.18.3.0/24"]);
+  await aut.healthy("restart with primary,198.18.3.0/24");
+  await answers(NODE4);
+  await answers(NODE_LINK4);
+  await refuses(LATER_OUT);
+  assert.doesNotMatch(await nftServices(), /fib daddr type local/);
+  // IPv6 has an entry now (the Node's primary IPv6): only that address answers.
+  await answers6(NODE6);
+  await refuses6(NODE_LINK6);
+}
+
+/** A bad --nodeport-addresses stops the agent at start with upstream's message. */
+async function badMixRefused(aut: AgentUnderTest): Promise<void> {
+  const st = await aut.agent.stop();
+  assert.equal(st.code, 0, aut.agent.tail());
+  const flags = agentFlags(aut.kubeconfig, 1, 1, {
+    args: ["--nodeport-addresses=primary,all"],
+  });
+  const r = await AgentProcess.run(flags);
+  assert.notEqual(r.code, 0, r.output);
+  assert.match(
+    r.output,
+    /NodePortAddresses\[1\]: Invalid value: "all": 'all' can't be combined with other values/,
+  );
+  const bad = await AgentProcess.run(
+    agentFlags(aut.kubeconfig, 1, 1, { args: ["--nodeport-addresses=eth0"] }),
+  );
+  assert.notEqual(bad.code, 0, bad.output);
+  assert.match(bad.output, /"eth0": must be a valid CIDR or one of 'primary', 'localhost'/);
+}
 
 Deno.test({
   name: "nodePortAddresses on the real kernel, real traffic",
@@ -96,51 +142,20 @@ Deno.test({
         },
       );
 
-      await t.step("all: every local address answers, one added later too", async () => {
-        await aut.restart(["--nodeport-addresses=all"]);
-        await aut.healthy("restart with all");
-        await answers(NODE4);
-        await answers(NODE_LINK4);
-        await answers(LATER_OUT);
-        await addr("add", LATER_IN);
-        await answers(LATER_IN);
-        await addr("del", LATER_IN);
-        assert.match(await nftServices(), /fib daddr type local/);
-      });
+      await t.step(
+        "all: every local address answers, one added later too",
+        () => allAddresses(aut),
+      );
 
       await t.step(
         "primary mixed with a CIDR: the Node's IP and the CIDR's addresses",
-        async () => {
-          await aut.restart(["--nodeport-addresses=primary,198.18.3.0/24"]);
-          await aut.healthy("restart with primary,198.18.3.0/24");
-          await answers(NODE4);
-          await answers(NODE_LINK4);
-          await refuses(LATER_OUT);
-          assert.doesNotMatch(await nftServices(), /fib daddr type local/);
-          // IPv6 has an entry now (the Node's primary IPv6): only that address answers.
-          await answers6(NODE6);
-          await refuses6(NODE_LINK6);
-        },
+        () => primaryWithCidr(aut),
       );
 
-      await t.step("a bad mix is refused at start with upstream's message", async () => {
-        const st = await aut.agent.stop();
-        assert.equal(st.code, 0, aut.agent.tail());
-        const flags = agentFlags(aut.kubeconfig, 1, 1, {
-          args: ["--nodeport-addresses=primary,all"],
-        });
-        const r = await AgentProcess.run(flags);
-        assert.notEqual(r.code, 0, r.output);
-        assert.match(
-          r.output,
-          /NodePortAddresses\[1\]: Invalid value: "all": 'all' can't be combined with other values/,
-        );
-        const bad = await AgentProcess.run(
-          agentFlags(aut.kubeconfig, 1, 1, { args: ["--nodeport-addresses=eth0"] }),
-        );
-        assert.notEqual(bad.code, 0, bad.output);
-        assert.match(bad.output, /"eth0": must be a valid CIDR or one of 'primary', 'localhost'/);
-      });
+      await t.step(
+        "a bad mix is refused at start with upstream's message",
+        () => badMixRefused(aut),
+      );
     } finally {
       await addr("del", LATER_IN);
       await addr("del", LATER_OUT);

@@ -1,0 +1,36 @@
+/**
+ * Small helpers the end-to-end benchmark's phases share (agent_bench.ts, churn.ts): the probe
+ * target of a Service, quantiles, rounding and reading gauges off the agent's /metrics.
+ *
+ * @module
+ */
+import { clusterIP, SERVICE_PORT } from "../../support/cluster.ts";
+
+/** Resolves after `ms` milliseconds. */
+export const sleep = (ms: number): Promise<unknown> => new Promise((r) => setTimeout(r, ms));
+
+/** The prober's target for Service `i`: its ClusterIP and port. */
+export const target = (i: number): string => `${clusterIP(i)}:${SERVICE_PORT}`;
+
+/** The `q` quantile of `xs` (nearest rank); NaN when empty. */
+export function quantile(xs: number[], q: number): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+}
+
+/** `x` to one decimal. */
+export const round = (x: number): number => Math.round(x * 10) / 10;
+
+/** Reads a few gauges from the agent's /metrics; one that is missing, or no answer, is left out. */
+export async function scrape(url: string, names: string[]): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  try {
+    const text = await (await fetch(url, { signal: AbortSignal.timeout(2000) })).text();
+    for (const n of names) {
+      const m = text.match(new RegExp(`^${n}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, "m"));
+      if (m) out[n] = Number(m[1]);
+    }
+  } catch { /* not answering: leave out */ }
+  return out;
+}
