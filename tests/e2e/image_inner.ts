@@ -90,6 +90,103 @@ function cluster(): KObject[] {
   ];
 }
 
+/** What the steps share: the API server, the kubeconfig and the agent's flags and port. */
+interface Run {
+  api: FakeApiServer;
+  kubeconfig: string;
+  args: string[];
+  healthzPort: number;
+}
+
+/** The container's process is the agent itself (the launcher exec'd it) and has no children. */
+async function onlyTheAgent(c: Container): Promise<void> {
+  const pid = await c.hostPid();
+  const cmdline = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
+  // The compiled binary, or deno running the bundle (the launcher replaced itself).
+  assert.ok(
+    cmdline[0] === BIN || cmdline.includes("/usr/local/lib/kube-nft-proxy/bundle/main.js"),
+    `pid ${pid} runs ${cmdline.join(" ")}`,
+  );
+  const top = await c.exec([BIN, "--version"]);
+  assert.equal(top.code, 0, top.stderr);
+  assert.match(top.stdout, /^kube-nft-proxy v\d/);
+  const children = Deno.readTextFileSync(`/proc/${pid}/task/${pid}/children`).trim();
+  assert.equal(children, "", `the agent has child processes: ${children}`);
+}
+
+/** `trace` and `explain` run in the container and name web's remaining endpoint only. */
+async function traceAndExplain(c: Container): Promise<void> {
+  const tr = await c.exec([BIN, "trace", "--from", CLIENT4, "--to", `${WEB}:80/tcp`]);
+  assert.equal(tr.code, 0, `trace failed:\n${tr.stdout}\n${tr.stderr}`);
+  assert.match(tr.stdout, new RegExp(`${lit(B)}:8080`), tr.stdout);
+  assert.doesNotMatch(tr.stdout, new RegExp(`${lit(A)}:8080`), tr.stdout);
+  const ex = await c.exec([BIN, "explain", "default/web"]);
+  assert.equal(ex.code, 0, `explain failed:\n${ex.stdout}\n${ex.stderr}`);
+  assert.match(ex.stdout, /default\/web/, ex.stdout);
+  assert.match(ex.stdout, new RegExp(lit(WEB)), ex.stdout);
+  assert.match(ex.stdout, new RegExp(lit(B)), ex.stdout);
+  console.log(
+    `--- trace in the container ---\n${tr.stdout}\n--- explain ---\n${ex.stdout}`,
+  );
+}
+
+/** A second container with a read-only root adopts the tables, serves and stops cleanly. */
+async function adoptsReadOnly(ctx: Run, box: { c: Container }): Promise<void> {
+  box.c = Container.start(options(ctx.kubeconfig, ctx.args, true));
+  await box.c.waitForLine(/Adopting the existing kube-proxy tables/, 60_000);
+  await healthy(box.c, ctx.healthzPort);
+  await reaches(topo, "tcp", WEB, 80, ["b"]);
+  ctx.api.apply(slice("web", [A, B]));
+  await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
+  await reaches(topo, "udp", DNS, 53, ["a", "b"]);
+  const st = await box.c.stop();
+  assert.equal(st.code, 0, box.c.tail());
+  // Deno's cache (DENO_DIR, under HOME) is optional: nothing may complain that it is not
+  // writable. (The agent's own note that /proc/sys is read-only is expected: docs/deploy.md.)
+  const ro = box.c.lines.filter((l) =>
+    /read-only file system|os error 30|EROFS/i.test(l.text) && !l.text.includes("/proc/sys")
+  );
+  assert.deepEqual(ro, [], "complaints about the read-only root");
+}
+
+/** RSS of the image's agent at 1k Services x 10 endpoints, reported (a sanity bound only). */
+async function memoryAt1k(ctx: Run, box: { c: Container }): Promise<void> {
+  await ctx.api.close();
+  const big = FakeApiServer.start({ bookmarkIntervalMs: 500 });
+  Deno.writeTextFileSync(ctx.kubeconfig, big.kubeconfigYaml());
+  try {
+    big.apply(node());
+    big.apply(bench.serviceCIDR());
+    for (let i = 0; i < 1000; i++) {
+      big.apply(bench.service(i));
+      big.apply(bench.slice(i, bench.initialEndpoints(i, 10)));
+    }
+    box.c = Container.start(options(ctx.kubeconfig, ctx.args));
+    await healthy(box.c, ctx.healthzPort, 120_000);
+    await box.c.waitForLine(
+      /SyncProxyRules complete.*ipFamily="IPv4".*services=1000\b/,
+      60_000,
+    );
+    const pid = await box.c.hostPid();
+    const first = memoryMB(pid);
+    await new Promise((r) => setTimeout(r, 10_000));
+    const later = memoryMB(pid);
+    console.log(
+      `image RSS at 1k x 10: ${later.rss.toFixed(0)} MB after 10 s at rest ` +
+        `(${first.rss.toFixed(0)} MB right after the first sync), peak ${
+          later.peak.toFixed(0)
+        } MB (VmRSS/VmHWM of host pid ${pid})`,
+    );
+    assert.ok(later.rss > 20 && later.rss < 1024, `implausible RSS ${later.rss} MB`);
+    const st = await box.c.stop();
+    assert.equal(st.code, 0, box.c.tail());
+    const r = await Container.run(options(ctx.kubeconfig, ["--cleanup"]));
+    assert.equal(r.code, 0, r.output);
+  } finally {
+    await big.close();
+  }
+}
+
 Deno.test({
   name: "image: the agent in a container, programming the node namespace",
   sanitizeOps: false,
@@ -101,9 +198,13 @@ Deno.test({
     const healthzPort = freePort(), metricsPort = freePort();
     const args = agentArgs(healthzPort, metricsPort);
     for (const o of cluster()) api.apply(o);
-    let c = Container.start(options(kubeconfig, args));
+    const run: Run = { api, kubeconfig, args, healthzPort };
+    const box = { c: Container.start(options(kubeconfig, args)) };
     try {
-      await t.step("the container starts and /healthz turns 200", () => healthy(c, healthzPort));
+      await t.step(
+        "the container starts and /healthz turns 200",
+        () => healthy(box.c, healthzPort),
+      );
 
       await t.step("TCP, UDP and IPv6 Services are reachable from the client", async () => {
         await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
@@ -111,20 +212,10 @@ Deno.test({
         await reaches(topo, "tcp", WEB6, 80, ["a", "b"]);
       });
 
-      await t.step("the container's only process is the agent (exec, no wrapper)", async () => {
-        const pid = await c.hostPid();
-        const cmdline = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
-        // The compiled binary, or deno running the bundle (the launcher replaced itself).
-        assert.ok(
-          cmdline[0] === BIN || cmdline.includes("/usr/local/lib/kube-nft-proxy/bundle/main.js"),
-          `pid ${pid} runs ${cmdline.join(" ")}`,
-        );
-        const top = await c.exec([BIN, "--version"]);
-        assert.equal(top.code, 0, top.stderr);
-        assert.match(top.stdout, /^kube-nft-proxy v\d/);
-        const children = Deno.readTextFileSync(`/proc/${pid}/task/${pid}/children`).trim();
-        assert.equal(children, "", `the agent has child processes: ${children}`);
-      });
+      await t.step(
+        "the container's only process is the agent (exec, no wrapper)",
+        () => onlyTheAgent(box.c),
+      );
 
       await t.step("an endpoint change is reprogrammed", async () => {
         api.apply(slice("web", [B]));
@@ -133,48 +224,22 @@ Deno.test({
 
       await t.step(
         "trace and explain inside the container name the Service and endpoints",
-        async () => {
-          const tr = await c.exec([BIN, "trace", "--from", CLIENT4, "--to", `${WEB}:80/tcp`]);
-          assert.equal(tr.code, 0, `trace failed:\n${tr.stdout}\n${tr.stderr}`);
-          assert.match(tr.stdout, new RegExp(`${lit(B)}:8080`), tr.stdout);
-          assert.doesNotMatch(tr.stdout, new RegExp(`${lit(A)}:8080`), tr.stdout);
-          const ex = await c.exec([BIN, "explain", "default/web"]);
-          assert.equal(ex.code, 0, `explain failed:\n${ex.stdout}\n${ex.stderr}`);
-          assert.match(ex.stdout, /default\/web/, ex.stdout);
-          assert.match(ex.stdout, new RegExp(lit(WEB)), ex.stdout);
-          assert.match(ex.stdout, new RegExp(lit(B)), ex.stdout);
-          console.log(
-            `--- trace in the container ---\n${tr.stdout}\n--- explain ---\n${ex.stdout}`,
-          );
-        },
+        () => traceAndExplain(box.c),
       );
 
       await t.step("SIGTERM (podman stop): exit 0, rules and traffic stay", async () => {
-        const st = await c.stop();
-        assert.equal(st.code, 0, c.tail());
+        const st = await box.c.stop();
+        assert.equal(st.code, 0, box.c.tail());
         assert.ok((await nftTable("ip"))?.includes(WEB), "ip rules gone after SIGTERM");
         assert.ok(await nftTable("ip6"), "ip6 table gone after SIGTERM");
         await reaches(topo, "tcp", WEB, 80, ["b"]);
         await reaches(topo, "udp", DNS, 53, ["a", "b"]);
       });
 
-      await t.step("a second container (read-only root) adopts the tables and serves", async () => {
-        c = Container.start(options(kubeconfig, args, true));
-        await c.waitForLine(/Adopting the existing kube-proxy tables/, 60_000);
-        await healthy(c, healthzPort);
-        await reaches(topo, "tcp", WEB, 80, ["b"]);
-        api.apply(slice("web", [A, B]));
-        await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
-        await reaches(topo, "udp", DNS, 53, ["a", "b"]);
-        const st = await c.stop();
-        assert.equal(st.code, 0, c.tail());
-        // Deno's cache (DENO_DIR, under HOME) is optional: nothing may complain that it is not
-        // writable. (The agent's own note that /proc/sys is read-only is expected: docs/deploy.md.)
-        const ro = c.lines.filter((l) =>
-          /read-only file system|os error 30|EROFS/i.test(l.text) && !l.text.includes("/proc/sys")
-        );
-        assert.deepEqual(ro, [], "complaints about the read-only root");
-      });
+      await t.step(
+        "a second container (read-only root) adopts the tables and serves",
+        () => adoptsReadOnly(run, box),
+      );
 
       await t.step("--cleanup in a container removes our tables", async () => {
         const r = await Container.run(options(kubeconfig, ["--cleanup"]));
@@ -185,48 +250,13 @@ Deno.test({
       });
 
       if (Deno.env.get("KNP_IMAGE_RSS") !== "0") {
-        await t.step("memory at 1k Services x 10 endpoints (reported)", async () => {
-          await api.close();
-          const big = FakeApiServer.start({ bookmarkIntervalMs: 500 });
-          Deno.writeTextFileSync(kubeconfig, big.kubeconfigYaml());
-          try {
-            big.apply(node());
-            big.apply(bench.serviceCIDR());
-            for (let i = 0; i < 1000; i++) {
-              big.apply(bench.service(i));
-              big.apply(bench.slice(i, bench.initialEndpoints(i, 10)));
-            }
-            c = Container.start(options(kubeconfig, args));
-            await healthy(c, healthzPort, 120_000);
-            await c.waitForLine(
-              /SyncProxyRules complete.*ipFamily="IPv4".*services=1000\b/,
-              60_000,
-            );
-            const pid = await c.hostPid();
-            const first = memoryMB(pid);
-            await new Promise((r) => setTimeout(r, 10_000));
-            const later = memoryMB(pid);
-            console.log(
-              `image RSS at 1k x 10: ${later.rss.toFixed(0)} MB after 10 s at rest ` +
-                `(${first.rss.toFixed(0)} MB right after the first sync), peak ${
-                  later.peak.toFixed(0)
-                } MB (VmRSS/VmHWM of host pid ${pid})`,
-            );
-            assert.ok(later.rss > 20 && later.rss < 1024, `implausible RSS ${later.rss} MB`);
-            const st = await c.stop();
-            assert.equal(st.code, 0, c.tail());
-            const r = await Container.run(options(kubeconfig, ["--cleanup"]));
-            assert.equal(r.code, 0, r.output);
-          } finally {
-            await big.close();
-          }
-        });
+        await t.step("memory at 1k Services x 10 endpoints (reported)", () => memoryAt1k(run, box));
       }
     } catch (err) {
-      console.error(`--- container output (last lines) ---\n${c.tail(80)}`);
+      console.error(`--- container output (last lines) ---\n${box.c.tail(80)}`);
       throw err;
     } finally {
-      await c.stop(5).catch(() => {});
+      await box.c.stop(5).catch(() => {});
       await removeTestContainers();
       await api.close().catch(() => {});
       await Deno.remove(kubeconfig).catch(() => {});
