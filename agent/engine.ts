@@ -42,10 +42,13 @@ export interface SyncFollower {
 
 /** Settings and collaborators of a {@link SyncEngine}. */
 export interface EngineOptions {
+  /** The cluster state the informers feed and each sync applies. */
   state: ClusterState;
   /** One proxier per IP family this node runs. */
   proxiers: Partial<Record<IpFamily, Proxier>>;
+  /** Shortest time between two syncs (`--min-sync-period`), in ms. */
   minSyncPeriodMs: number;
+  /** Longest time without a sync (`--sync-period`), in ms. */
   syncPeriodMs: number;
   /**
    * The one clock of the periodic check of the whole ruleset against the
@@ -58,9 +61,13 @@ export interface EngineOptions {
    * whole ruleset with the kernel, as before.
    */
   monitored?: boolean;
+  /** Where sync failures, drift and repairs are logged. */
   log: Logger;
+  /** Sync latencies, counts and per-Service gauges; none when nothing scrapes them. */
   metrics?: ProxyMetrics;
+  /** /healthz, stamped by each completed sync. */
   health?: ProxierHealthServer;
+  /** The HealthCheckNodePort servers, kept up to date from the changed ids. */
   serviceHealth?: ServiceHealthServers;
   /** Post-sync stale UDP cleanup and the reconcile; omit for neither (a dry run). */
   conntrack?: ConntrackRunner;
@@ -125,6 +132,7 @@ export class SyncEngine {
   /** The last sync's per-family results. */
   lastResults: Partial<Record<IpFamily, SyncResult>> = {};
 
+  /** An engine over `opts`' proxiers; no sync runs until the informers report their first lists. */
   constructor(opts: EngineOptions) {
     this.#o = opts;
     this.#monitored = opts.monitored ?? false;
@@ -284,14 +292,14 @@ export class SyncEngine {
   }
 
   /** Whether this sync also compares the whole ruleset with the kernel (and asks for it). */
-  #verifying(input: ReturnType<ClusterState["apply"]>, nodeChanged: boolean): boolean {
+  #verifying(input: ReturnType<ClusterState["apply"]>, contextChanged: boolean): boolean {
     const since = Date.now() - this.#lastCheckAt;
     let due = since >= (this.#o.fullCheckPeriodMs ?? 3_600_000);
     if (!this.#monitored) {
       // No notifications: the --sync-period tick with nothing to apply compares the whole
       // ruleset, so another program's changes are repaired within one period; under constant
       // churn no sync is idle, so check anyway every ten periods.
-      const idle = !nodeChanged &&
+      const idle = !contextChanged &&
         this.#families.every((f) =>
           input.families[f].changed.size === 0 && input.families[f].deleted.size === 0
         );
@@ -319,8 +327,8 @@ export class SyncEngine {
     const input = state.apply();
     metrics?.serviceChangesPending.set(0);
     metrics?.endpointChangesPending.set(0);
-    const nodeChanged = input.nodeChanged || input.serviceCIDRsChanged;
-    this.#verifying(input, nodeChanged);
+    const contextChanged = input.nodeChanged || input.serviceCIDRsChanged;
+    this.#verifying(input, contextChanged);
     const round: SyncRound = { results: {}, again: false };
     for (const f of this.#families) {
       const fam = input.families[f];
@@ -328,13 +336,13 @@ export class SyncEngine {
       for (const id of fam.deleted) this.#untallied[f].add(id);
       let res: SyncResult;
       try {
-        res = await this.#o.proxiers[f]!.sync({ ...fam, nodeChanged });
+        res = await this.#o.proxiers[f]!.sync({ ...fam, contextChanged });
       } catch (err) {
         // The proxier forces its next sync full; the other family still syncs.
         round.failure ??= err;
         continue;
       } finally {
-        this.#o.follower?.followSync(f, fam, nodeChanged || this.#firstSync.has(f));
+        this.#o.follower?.followSync(f, fam, contextChanged || this.#firstSync.has(f));
       }
       if (res.preempted) {
         round.again = true;

@@ -101,7 +101,9 @@ export interface NodeClients {
 
 /** A source of other programs' nftables changes. */
 export interface ForeignChanges {
+  /** Starts reporting to `h`. */
   start(h: MonitorHandlers): void;
+  /** Stops reporting; resolves once the source is closed. */
   stop(): Promise<void>;
 }
 
@@ -111,9 +113,13 @@ export interface NodeOptions {
   nodeName: string;
   /** The IP families to program (from the Node's IPs: {@link nodeFamilies}). */
   families: readonly IpFamily[];
+  /** The agent's logger. */
   log: Logger;
+  /** The metrics registry's series; none in tests and dry runs. */
   metrics?: ProxyMetrics;
+  /** /healthz, which each sync stamps. */
   health?: ProxierHealthServer;
+  /** The HealthCheckNodePort servers. */
   serviceHealth?: ServiceHealthServers;
   /** Whether our table was already there; by default, whether any family's table has chains (never in a dry run). */
   adopted?: boolean;
@@ -129,10 +135,13 @@ export interface NodeOptions {
 
 /** One node's proxy, built and not yet started. */
 export interface ProxyNode {
+  /** What the informers feed. */
   readonly state: ClusterState;
+  /** The engine that syncs {@link ProxyNode.state} into the proxiers. */
   readonly engine: SyncEngine;
   /** One proxier per family of {@link NodeOptions.families}. */
   readonly proxiers: Partial<Record<IpFamily, Proxier>>;
+  /** The nftables client of each family the proxiers write through. */
   readonly clients: Partial<Record<IpFamily, NftablesClient>>;
   /** Our table was found at start-up: a restart, whose first sync adopts it. */
   readonly adopted: boolean;

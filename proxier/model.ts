@@ -137,3 +137,15 @@ export interface StaleReport {
    */
   deletedServices?: ServicePortInfo[];
 }
+
+/** A report with nothing in it. */
+export function emptyStaleReport(): StaleReport {
+  return { servicesWithNewEndpoints: [], deletedEndpoints: [], deletedServices: [] };
+}
+
+/** Adds `r`'s entries to `into` (conntrack work carried across syncs). */
+export function mergeStaleReport(into: StaleReport, r: StaleReport): void {
+  into.servicesWithNewEndpoints.push(...r.servicesWithNewEndpoints);
+  into.deletedEndpoints.push(...r.deletedEndpoints);
+  if (r.deletedServices?.length) (into.deletedServices ??= []).push(...r.deletedServices);
+}

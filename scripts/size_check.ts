@@ -31,7 +31,6 @@ const OWNED = "owned by another helper this session (the issue 19 sweep left it 
 export const ALLOWED: Readonly<Record<string, string>> = {
   "agent/engine.ts": OWNED,
   "agent/node.ts#buildNode": OWNED,
-  "proxier/nftables/proxier.ts#sync": OWNED,
   "tests/e2e/neighbours_inner.ts#fn": OWNED,
   "tests/e2e/sync_test.ts#child": OWNED,
 };

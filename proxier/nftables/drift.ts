@@ -14,13 +14,14 @@
  * @module
  */
 import { decodeFrontend } from "./frontend.ts";
-import { N } from "./names.ts";
+import { FIXED } from "./names.ts";
 import { digestRules } from "./plan/common.ts";
 import { type KernelView, LISTED_MAPS } from "./plan/kernel_view.ts";
 import { UNKNOWN, type WrittenState } from "./written_state.ts";
 
 /** The differences found, and a few of them in words. */
 export interface Drift {
+  /** How many differences were found. */
   count: number;
   /** The first differences, e.g. `chain services holds 3 rules, not 2`. */
   examples: string[];
@@ -61,9 +62,9 @@ export function kernelDrift(written: WrittenState, view: KernelView, keep = 5): 
   for (const [key, rec] of written.frontends) {
     const f = decodeFrontend(rec.spec);
     const put = (map: string, v: string | undefined) => v && want.get(map)!.set(key, v);
-    put(rec.nodePort ? N.serviceNodePorts : N.serviceIPs, f.verdict);
-    put(rec.nodePort ? N.noEndpointNodePorts : N.noEndpointServices, f.noEndpoint);
-    if (!rec.nodePort) put(N.firewallIPs, f.firewall);
+    put(rec.nodePort ? FIXED.serviceNodePorts : FIXED.serviceIPs, f.verdict);
+    put(rec.nodePort ? FIXED.noEndpointNodePorts : FIXED.noEndpointServices, f.noEndpoint);
+    if (!rec.nodePort) put(FIXED.firewallIPs, f.firewall);
   }
   for (const [map, wanted] of want) {
     const listed = view.elements.get(map);
@@ -78,7 +79,12 @@ export function kernelDrift(written: WrittenState, view: KernelView, keep = 5): 
       if (!wanted.has(key)) say(`element ${key} of ${map} is not ours`);
     }
   }
-  for (const [set, counts] of [[N.clusterIPs, written.clusterIPs], [N.hairpin, written.hairpin]]) {
+  for (
+    const [set, counts] of [[FIXED.clusterIPs, written.clusterIPs], [
+      FIXED.hairpin,
+      written.hairpin,
+    ]]
+  ) {
     const listed = view.elements.get(set as string);
     if (listed === undefined) continue;
     const have = new Set(listed.map((e) => e.key[0]));

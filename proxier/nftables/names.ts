@@ -42,13 +42,6 @@ export const FIXED = {
 } as const;
 
 /**
- * The old name of {@link FIXED}.
- * @deprecated use FIXED; kept while plan/, drift.ts and kernel_view.ts, owned elsewhere during
- *   the issue 19 sweep, still say N.
- */
-export const N: typeof FIXED = FIXED;
-
-/**
  * Kinds of shared endpoint-selection chains: `dnat-N` for ClusterIP traffic,
  * `external-dnat-N` for externalIPs and LoadBalancer IPs (marks for
  * masquerade first), `nodeport-dnat-N` for NodePorts (marks, and looks up

@@ -16,7 +16,13 @@
  */
 import { type NftablesClient, NftablesError, type Transaction } from "../../ffi/nftables/types.ts";
 import { mallocTrim } from "../../ffi/malloc_trim.ts";
-import type { ProxierConfig, ProxyState, StaleReport } from "../model.ts";
+import {
+  emptyStaleReport,
+  mergeStaleReport,
+  type ProxierConfig,
+  type ProxyState,
+  type StaleReport,
+} from "../model.ts";
 import { type BuildContext, buildContext, contextKey } from "./context.ts";
 import type { Plan } from "./plan/common.ts";
 import { planFull } from "./plan/full.ts";
@@ -43,82 +49,8 @@ import {
 } from "./stale.ts";
 import { type Delta, WrittenState } from "./written_state.ts";
 
-/** Settings of a {@link Proxier}. */
-export interface ProxierOptions {
-  client: NftablesClient;
-  config: ProxierConfig;
-  /** Delay between a chain going stale and its deletion (default 1000 ms; see stale.ts). */
-  staleChainDelayMs?: number;
-  /**
-   * Cold start and regeneration: about this many operations per transaction
-   * (0 = one transaction). libnftables' memory grows with the script, so a
-   * bound keeps its peak down; services are never split.
-   */
-  maxOpsPerTransaction?: number;
-  /**
-   * Returns freed native memory to the OS after large transactions. Default:
-   * libc `malloc_trim(0)` when FFI is allowed; `false` disables.
-   */
-  trimMemory?: (() => void) | false;
-  /** A full sync lists the hairpin set only while it should hold at most this many elements. */
-  verifySetLimit?: number;
-  /**
-   * Polled during a full sync (after yielding to the event loop): return true
-   * when a change is waiting. The full sync then steps aside once (result
-   * `preempted`), and the next sync commits the waiting changes before
-   * redoing the full sync, so a long full sync does not hold back a change.
-   */
-  shouldYield?: () => boolean;
-  /** A preemptible full sync yields to the event loop after this many ms of work (default 50). */
-  yieldEveryMs?: number;
-  /** Monotonic clock in ms (default performance.now). */
-  now?: () => number;
-  log?: LogFn;
-  /**
-   * This host's interface addresses, read at each sync: nodePortAddresses CIDRs select among
-   * them, as upstream's GetNodeIPs does. Undefined (or returning undefined): CIDRs select among
-   * the Node object's addresses (dry runs, the tracer, unit tests).
-   */
-  hostAddresses?: () => readonly string[] | undefined;
-}
-
-/** What one family's changes look like (ClusterState's FamilySync plus the node flag). */
-export interface ProxierInput {
-  state: ProxyState;
-  /** Service port ids whose info or endpoints changed. */
-  changed: ReadonlySet<string>;
-  /** Service port ids that are gone. */
-  deleted: ReadonlySet<string>;
-  stale: StaleReport;
-  /** Node labels/IPs/podCIDRs or ServiceCIDRs changed: forces a full sync. */
-  nodeChanged?: boolean;
-}
-
-/** Result of a committed sync. */
-export interface SyncResult {
-  full: boolean;
-  /** Operations applied (all transactions, stale deletion included). */
-  ops: number;
-  /** Transactions run. */
-  txs: number;
-  seconds: number;
-  /** Conntrack work now due (accumulated across failed syncs). */
-  stale: StaleReport;
-  /** Stale chains deleted by this sync. */
-  deletedChains: number;
-  /** When set, run another sync after this many ms (pending stale deletion). */
-  followUpMs?: number;
-  /**
-   * True when a full sync stepped aside because `shouldYield` said a change
-   * was waiting: nothing else was done; run the next sync at once.
-   */
-  preempted?: boolean;
-  /**
-   * A full sync over a trusted written state: what the kernel had that this
-   * proxier did not write (another program's changes, which it repaired).
-   */
-  drift?: Drift;
-}
+export type { ProxierInput, ProxierOptions, SyncResult } from "./sync_types.ts";
+import type { ProxierInput, ProxierOptions, SyncResult } from "./sync_types.ts";
 
 /** A stale object that could not be deleted is tried again this much later. */
 const STALE_RETRY_MS = 60_000;
@@ -126,12 +58,9 @@ const STALE_RETRY_MS = 60_000;
 /** Plans at least this big, and full syncs, are followed by {@link mallocTrim}. */
 const TRIM_AFTER_OPS = 20_000;
 
-function emptyStale(): StaleReport {
-  return { servicesWithNewEndpoints: [], deletedEndpoints: [], deletedServices: [] };
-}
-
 /** One family's proxier. */
 export class Proxier {
+  /** What this proxier last committed, as the planners diff against it. */
   readonly written: WrittenState = new WrittenState();
   private readonly client: NftablesClient;
   private readonly cfg: ProxierConfig;
@@ -156,10 +85,11 @@ export class Proxier {
   private touched: Touched | undefined;
   /** Bucket maps other programs changed: reported as drift by the regenerating sync. */
   private foreignBuckets: string[] = [];
-  private pendingStale: StaleReport = emptyStale();
+  private pendingStale: StaleReport = emptyStaleReport();
   private programmedState: ProxyState | undefined;
   private busy = false;
 
+  /** A proxier for one family; its first sync is full. */
   constructor(opts: ProxierOptions) {
     this.client = opts.client;
     this.cfg = opts.config;
@@ -228,24 +158,14 @@ export class Proxier {
    * the next sync is then full, and moves to a fresh generation of endpoint maps.
    */
   async sync(given: ProxierInput): Promise<SyncResult> {
-    this.mergeStale(given.stale);
+    mergeStaleReport(this.pendingStale, given.stale);
     // Changes a preempted sync took but did not write are written now.
     const input = this.withCarried(given);
     if (this.busy) throw new Error("Proxier.sync called while a sync is running");
     this.busy = true;
     const t0 = performance.now();
     try {
-      const ctx = buildContext(input.state, this.cfg, this.hostAddresses?.());
-      const key = contextKey(ctx);
-      if (key !== this.warnedKey) {
-        // Settings the node cannot honour (e.g. localhost NodePorts): say so once per context.
-        this.warnedKey = key;
-        for (const w of ctx.warnings) this.log("warn", w, { family: this.client.family });
-      }
-      if (input.nodeChanged) this.requestFullSync("node or ServiceCIDRs changed");
-      if (this.written.contextKey !== undefined && key !== this.written.contextKey) {
-        this.requestFullSync("build context changed");
-      }
+      const { ctx, key } = this.contextFor(input);
       let ops = 0;
       let txs = 0;
       const deleted = await this.deleteStale();
@@ -270,40 +190,14 @@ export class Proxier {
         const fix = await planElementRepair(this.client, this.written, touched);
         if (fix.tx.size > 0) await this.client.run(fix.tx);
         const ran = await this.runPlan(this.partialPlan(input, ctx));
-        const txs2 = txs + ran.txs + (fix.tx.size > 0 ? 1 : 0);
-        const res = this.finish(
-          input,
-          false,
-          t0,
-          ops + fix.tx.size + ran.ops,
-          txs2,
-          deleted.chains,
-        );
-        return { ...res, drift: fix.drift };
+        ops += fix.tx.size + ran.ops;
+        txs += ran.txs + (fix.tx.size > 0 ? 1 : 0);
+        return { ...this.finish(input, false, t0, ops, txs, deleted.chains), drift: fix.drift };
       }
       if (full || touched !== undefined) {
-        const canYield = this.shouldYield !== undefined && this.preempted === 0 &&
-          !this.written.empty;
-        const services = await this.buildAll(input, ctx, canYield);
-        if (services === undefined) return this.preempt(input, t0, ops, txs, touched);
-        const listHairpin = this.written.hairpin.size <= this.verifySetLimit;
-        const view = full
-          ? await readKernelView(this.client, listHairpin)
-          : await readTouchedView(this.client, this.written, touched!, listHairpin);
-        if (canYield && this.shouldYield!()) return this.preempt(input, t0, ops, txs, touched);
-        // Kernel against what was written; meaningless when the written state is not trusted.
-        if (!this.written.empty && !this.regenerate) drift = kernelDrift(this.written, view);
-        drift = withBuckets(drift, this.foreignBuckets);
-        this.foreignBuckets = [];
-        plan = planFull(this.written, {
-          ctx,
-          contextKey: key,
-          services,
-          view,
-          regenerate: this.regenerate,
-          now: this.now(),
-          maxOps: this.maxOps,
-        });
+        const checked = await this.checkPlan(input, ctx, key, full, touched);
+        if (checked === undefined) return this.preempt(input, t0, ops, txs, touched);
+        ({ plan, drift } = checked);
       } else {
         plan = this.partialPlan(input, ctx);
       }
@@ -326,6 +220,59 @@ export class Proxier {
     } finally {
       this.busy = false;
     }
+  }
+
+  /** This sync's build context; warns once per context and asks for a full sync when it moved. */
+  private contextFor(input: ProxierInput): { ctx: BuildContext; key: string } {
+    const ctx = buildContext(input.state, this.cfg, this.hostAddresses?.());
+    const key = contextKey(ctx);
+    if (key !== this.warnedKey) {
+      // Settings the node cannot honour (e.g. localhost NodePorts): say so once per context.
+      this.warnedKey = key;
+      for (const w of ctx.warnings) this.log("warn", w, { family: this.client.family });
+    }
+    if (input.contextChanged) this.requestFullSync("node or ServiceCIDRs changed");
+    if (this.written.contextKey !== undefined && key !== this.written.contextKey) {
+      this.requestFullSync("build context changed");
+    }
+    return { ctx, key };
+  }
+
+  /**
+   * The plan of a sync that compares with the kernel: everything (full) or what other programs
+   * touched; undefined when a waiting change preempted it.
+   */
+  private async checkPlan(
+    input: ProxierInput,
+    ctx: BuildContext,
+    key: string,
+    full: boolean,
+    touched: Touched | undefined,
+  ): Promise<{ plan: Plan; drift: Drift | undefined } | undefined> {
+    const canYield = this.shouldYield !== undefined && this.preempted === 0 &&
+      !this.written.empty;
+    const services = await this.buildAll(input, ctx, canYield);
+    if (services === undefined) return undefined;
+    const listHairpin = this.written.hairpin.size <= this.verifySetLimit;
+    const view = full
+      ? await readKernelView(this.client, listHairpin)
+      : await readTouchedView(this.client, this.written, touched!, listHairpin);
+    if (canYield && this.shouldYield!()) return undefined;
+    let drift: Drift | undefined;
+    // Kernel against what was written; meaningless when the written state is not trusted.
+    if (!this.written.empty && !this.regenerate) drift = kernelDrift(this.written, view);
+    drift = withBuckets(drift, this.foreignBuckets);
+    this.foreignBuckets = [];
+    const plan = planFull(this.written, {
+      ctx,
+      contextKey: key,
+      services,
+      view,
+      regenerate: this.regenerate,
+      now: this.now(),
+      maxOps: this.maxOps,
+    });
+    return { plan, drift };
   }
 
   /** Builds every service port's rules; undefined when a waiting change preempted the build. */
@@ -372,7 +319,7 @@ export class Proxier {
   ): SyncResult {
     this.programmedState = input.state;
     const stale = this.pendingStale;
-    this.pendingStale = emptyStale();
+    this.pendingStale = emptyStaleReport();
     const deadline = nextStaleDeadline(this.written, this.staleDelay);
     return {
       full,
@@ -436,7 +383,7 @@ export class Proxier {
       ops,
       txs,
       seconds: (performance.now() - t0) / 1000,
-      stale: emptyStale(),
+      stale: emptyStaleReport(),
       deletedChains: 0,
     };
   }
@@ -451,18 +398,6 @@ export class Proxier {
     for (const id of c.changed) if (!deleted.has(id)) changed.add(id);
     for (const id of c.deleted) if (!changed.has(id)) deleted.add(id);
     return { ...input, changed, deleted };
-  }
-
-  private mergeStale(r: StaleReport): void {
-    if (r.servicesWithNewEndpoints.length > 0) {
-      this.pendingStale.servicesWithNewEndpoints.push(...r.servicesWithNewEndpoints);
-    }
-    if (r.deletedEndpoints.length > 0) {
-      this.pendingStale.deletedEndpoints.push(...r.deletedEndpoints);
-    }
-    if (r.deletedServices?.length) {
-      (this.pendingStale.deletedServices ??= []).push(...r.deletedServices);
-    }
   }
 
   /** Deletes stale chains and sets in their own transaction; a failure is only logged. */

@@ -196,7 +196,7 @@ Deno.test("proxier: context change, node change and the engine's periodic check 
   const { fake, p } = setup();
   assert.equal((await must(p.sync(input(state)))).full, true);
   assert.equal((await must(p.sync(input(state)))).full, false);
-  assert.equal((await must(p.sync({ ...input(state), nodeChanged: true }))).full, true);
+  assert.equal((await must(p.sync({ ...input(state), contextChanged: true }))).full, true);
   state.serviceCIDRs = ["198.18.0.0/15"];
   const ctx = await must(p.sync(input(state)));
   assert.equal(ctx.full, true, "ServiceCIDR change alters the context key");

@@ -53,6 +53,7 @@ export interface MonitorHandlers {
  */
 export class OwnSockets {
   #ids: Set<number>;
+  /** Reads our port ids now, and again through `refresh` when an unknown one appears. */
   constructor(private readonly refresh: () => Set<number> = () => ownPortids(NETLINK_NETFILTER)) {
     this.#ids = refresh();
   }

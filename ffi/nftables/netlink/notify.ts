@@ -18,6 +18,7 @@ export type NotifiedKind = "table" | "chain" | "rule" | "set" | "element" | "gen
 
 /** One decoded notification. */
 export interface NftNotification {
+  /** The object the message is about. */
   kind: NotifiedKind;
   /** "del" for a deletion (DEL* and DESTROY*), else "new". */
   op: "new" | "del";
@@ -33,6 +34,7 @@ export interface NftNotification {
   genId?: number;
   /** NEWGEN: the committing task's id and name (current->comm). */
   pid?: number;
+  /** NEWGEN: the committing task's name. */
   proc?: string;
 }
 

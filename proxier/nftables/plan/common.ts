@@ -6,9 +6,9 @@
  * @module
  */
 import { sameKeys, sameStrings } from "../../../net/arrays.ts";
-import type { Set as NftSet, Transaction } from "../../../ffi/nftables/types.ts";
+import type { Element, Set as NftSet, Transaction } from "../../../ffi/nftables/types.ts";
 import type { BuildContext } from "../context.ts";
-import { N, parseClassChain } from "../names.ts";
+import { FIXED, parseClassChain } from "../names.ts";
 import type { ServiceRules } from "../service_rules.ts";
 import { type ChainSpec, classChain } from "../skeleton.ts";
 import type { TxBuilder, Unit } from "../tx_builder.ts";
@@ -138,13 +138,13 @@ export function claimRecord(
 }
 
 /** Element of `cluster-ips`. */
-export function clusterIPElement(ip: string, comment: string) {
-  return { kind: "element" as const, set: N.clusterIPs, key: [ip], comment };
+export function clusterIPElement(ip: string, comment: string): Element {
+  return { kind: "element" as const, set: FIXED.clusterIPs, key: [ip], comment };
 }
 
 /** Element of `hairpin` (endpoint . endpoint). */
-export function hairpinElement(ip: string) {
-  return { kind: "element" as const, set: N.hairpin, key: [ip, ip] };
+export function hairpinElement(ip: string): Element {
+  return { kind: "element" as const, set: FIXED.hairpin, key: [ip, ip] };
 }
 
 /**

@@ -12,7 +12,7 @@ import { type NftablesClient, Transaction } from "../../../ffi/nftables/types.ts
 import type { Drift } from "../drift.ts";
 import { elementCheck, type Touched } from "../foreign.ts";
 import { decodeFrontend, diffFrontend, type FrontendElements } from "../frontend.ts";
-import { N } from "../names.ts";
+import { FIXED } from "../names.ts";
 import { elementComment } from "../service_rules.ts";
 import type { WrittenState } from "../written_state.ts";
 import { LISTED_MAPS } from "./kernel_view.ts";
@@ -30,8 +30,8 @@ export function elementsOnly(t: Touched): boolean {
 
 /** The field of a frontend a dispatch map holds. */
 function field(map: string): "verdict" | "noEndpoint" | "firewall" {
-  if (map === N.serviceIPs || map === N.serviceNodePorts) return "verdict";
-  return map === N.firewallIPs ? "firewall" : "noEndpoint";
+  if (map === FIXED.serviceIPs || map === FIXED.serviceNodePorts) return "verdict";
+  return map === FIXED.firewallIPs ? "firewall" : "noEndpoint";
 }
 
 /**

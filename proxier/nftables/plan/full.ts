@@ -26,7 +26,7 @@ import {
   renderFrontend,
   withBucketsOf,
 } from "../frontend.ts";
-import { N, parseClassChain } from "../names.ts";
+import { FIXED, parseClassChain } from "../names.ts";
 import {
   claimMatches,
   claimRecord,
@@ -49,10 +49,13 @@ import { Draft, UNKNOWN, type WrittenState } from "../written_state.ts";
 
 /** Inputs of {@link planFull}. */
 export interface FullInput {
+  /** This family's node, config and names. */
   ctx: BuildContext;
+  /** The context's key: when it differs from the written one, every rule is rewritten. */
   contextKey: string;
   /** Every service port's rules. */
   services: ReadonlyMap<string, ServiceRules>;
+  /** What was read back from the kernel. */
   view: KernelView;
   /** Move to a fresh generation even though the written state is there (after a failure). */
   regenerate?: boolean;
@@ -89,8 +92,8 @@ function listedFrontends(view: KernelView): Map<string, Listed> {
       if (f === undefined) out.set(key, f = { nodePort, e: {} });
       f.comment ??= el.comment;
       const v = (el.value ?? []).join(" ");
-      if (map === N.serviceIPs || map === N.serviceNodePorts) f.e.verdict = v;
-      else if (map === N.firewallIPs) f.e.firewall = v;
+      if (map === FIXED.serviceIPs || map === FIXED.serviceNodePorts) f.e.verdict = v;
+      else if (map === FIXED.firewallIPs) f.e.firewall = v;
       else f.e.noEndpoint = v;
     }
   }
@@ -111,8 +114,8 @@ function asListed(
   if (maps.length === 0) return spec;
   const f = decodeFrontend(spec);
   for (const [map] of maps) {
-    if (map === N.serviceIPs || map === N.serviceNodePorts) f.verdict = head?.verdict;
-    else if (map === N.firewallIPs) f.firewall = head?.firewall;
+    if (map === FIXED.serviceIPs || map === FIXED.serviceNodePorts) f.verdict = head?.verdict;
+    else if (map === FIXED.firewallIPs) f.firewall = head?.firewall;
     else f.noEndpoint = head?.noEndpoint;
   }
   return encodeFrontend(f);
@@ -266,12 +269,12 @@ function planSkeleton(s: FullState): void {
     ensureChain(d, c, tb.head);
     s.wanted.add(c.chain.name);
   }
-  const nodePortIPs = listedKeys(s.input.view, N.nodePortIPs, []);
+  const nodePortIPs = listedKeys(s.input.view, FIXED.nodePortIPs, []);
   for (const ip of nodePortIPs) {
-    if (!skeleton.nodePortIPs.includes(ip)) tb.head.del(setElement(N.nodePortIPs, ip));
+    if (!skeleton.nodePortIPs.includes(ip)) tb.head.del(setElement(FIXED.nodePortIPs, ip));
   }
   for (const ip of skeleton.nodePortIPs) {
-    if (!nodePortIPs.has(ip)) tb.head.add(setElement(N.nodePortIPs, ip));
+    if (!nodePortIPs.has(ip)) tb.head.add(setElement(FIXED.nodePortIPs, ip));
   }
 }
 
@@ -301,8 +304,8 @@ function* planServices(s: FullState): Generator<Transaction, SharedCounts, undef
   const counts: SharedCounts = {
     clusterIPs: new Map(),
     hairpin: new Map(),
-    listedClusterIPs: listedKeys(input.view, N.clusterIPs, cold ? [] : d.keys("clusterIPs")),
-    listedHairpin: listedKeys(input.view, N.hairpin, cold ? [] : d.keys("hairpin")),
+    listedClusterIPs: listedKeys(input.view, FIXED.clusterIPs, cold ? [] : d.keys("clusterIPs")),
+    listedHairpin: listedKeys(input.view, FIXED.hairpin, cold ? [] : d.keys("hairpin")),
   };
   for (const [id, r] of input.services) {
     planService(s, id, r, s.tb.unit(), counts);

@@ -8,10 +8,11 @@
  * @module
  */
 import type { Element, NftablesClient } from "../../../ffi/nftables/types.ts";
-import { N } from "../names.ts";
+import { FIXED } from "../names.ts";
 
 /** What a cheap look at the kernel found. */
 export interface KernelView {
+  /** Whether our table is there at all. */
   tableExists: boolean;
   /** Every chain of the table. */
   chains: readonly string[];
@@ -30,15 +31,15 @@ export interface KernelView {
 
 /** The maps a full sync lists, and whether they hold NodePort frontends. */
 export const LISTED_MAPS: readonly [string, boolean][] = [
-  [N.serviceIPs, false],
-  [N.serviceNodePorts, true],
-  [N.noEndpointServices, false],
-  [N.noEndpointNodePorts, true],
-  [N.firewallIPs, false],
+  [FIXED.serviceIPs, false],
+  [FIXED.serviceNodePorts, true],
+  [FIXED.noEndpointServices, false],
+  [FIXED.noEndpointNodePorts, true],
+  [FIXED.firewallIPs, false],
 ];
 
 /** Sets a full sync lists (hairpin only while small: see {@link readKernelView}). */
-export const LISTED_SETS: readonly string[] = [N.clusterIPs, N.nodePortIPs, N.hairpin];
+export const LISTED_SETS: readonly string[] = [FIXED.clusterIPs, FIXED.nodePortIPs, FIXED.hairpin];
 
 /**
  * Reads the {@link KernelView} of the client's table. The hairpin set holds
@@ -63,7 +64,7 @@ export async function readKernelView(
     const listed = s.kind === "map"
       ? LISTED_MAPS.some(([m]) => m === s.name)
       : LISTED_SETS.includes(s.name);
-    if (!listed || (s.name === N.hairpin && !listHairpin)) continue;
+    if (!listed || (s.name === FIXED.hairpin && !listHairpin)) continue;
     elements.set(s.name, await client.listElements(s.kind, s.name));
   }
   return view;

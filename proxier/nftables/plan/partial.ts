@@ -33,6 +33,7 @@ import { Draft, type ServiceRecord, type WrittenState } from "../written_state.t
 
 /** Inputs of {@link planPartial}. */
 export interface PartialInput {
+  /** This family's node, config and names. */
   ctx: BuildContext;
   /** Changed service ports: their new rules, or null when gone. */
   changes: ReadonlyMap<string, ServiceRules | null>;

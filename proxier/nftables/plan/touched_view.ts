@@ -8,7 +8,7 @@
  */
 import type { Element, NftablesClient } from "../../../ffi/nftables/types.ts";
 import { elementCheck, type Touched } from "../foreign.ts";
-import { N } from "../names.ts";
+import { FIXED } from "../names.ts";
 import { UNKNOWN, type WrittenState } from "../written_state.ts";
 import { digestRules } from "./common.ts";
 import { type KernelView, readKernelView } from "./kernel_view.ts";
@@ -44,8 +44,8 @@ export async function readTouchedView(
   const present = new Set(sets);
   const elements = new Map<string, Element[]>();
   for (const name of new Set([...t.elements, ...t.sets])) {
-    if (elementCheck(name) !== "list" || (name === N.hairpin && !listHairpin)) continue;
-    const kind = name === N.clusterIPs || name === N.nodePortIPs || name === N.hairpin
+    if (elementCheck(name) !== "list" || (name === FIXED.hairpin && !listHairpin)) continue;
+    const kind = name === FIXED.clusterIPs || name === FIXED.nodePortIPs || name === FIXED.hairpin
       ? "set"
       : "map";
     // A deleted one is listed as empty: planFull declares it again and refills it.
