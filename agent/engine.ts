@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { ProxyState, StaleReport } from "../proxier/model.ts";
+import type { ProxyState } from "../proxier/model.ts";
 import type { ClusterState, FamilySync } from "../proxier/cluster_state.ts";
 import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { Proxier, SyncResult } from "../proxier/nftables/proxier.ts";
@@ -20,6 +20,7 @@ import type { Logger } from "./log.ts";
 import { familyLabel, IP_FAMILIES, type IpFamily } from "../net/family.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { ServiceTallies } from "./service_tallies.ts";
+import { ConntrackFollowUp } from "./conntrack_follow_up.ts";
 import type { NftNotification } from "../ffi/nftables/netlink/notify.ts";
 import { touchedBy } from "../proxier/nftables/foreign.ts";
 import { TABLE } from "../proxier/nftables/names.ts";
@@ -100,18 +101,13 @@ export interface SyncRound {
 /** NFPROTO_* numbers of the families' tables (notifications name them so). */
 const NFPROTO_IPV4 = 2, NFPROTO_IPV6 = 10;
 
-function emptyStale(r: StaleReport): boolean {
-  return r.servicesWithNewEndpoints.length === 0 && r.deletedEndpoints.length === 0 &&
-    !r.deletedServices?.length;
-}
-
 /** The agent's sync loop. */
 export class SyncEngine {
   readonly #o: EngineOptions;
   readonly #runner: BoundedFrequencyRunner;
   readonly #families: IpFamily[];
   #reconcileTimer: ReturnType<typeof setInterval> | undefined;
-  #reconciling = false;
+  readonly #ct: ConntrackFollowUp;
   #firstSync = new Set<IpFamily>();
   /** Per family: the no-local-endpoints counts and health entries, kept from changed IDs. */
   readonly #tallies: Record<IpFamily, ServiceTallies> = {
@@ -136,6 +132,13 @@ export class SyncEngine {
   constructor(opts: EngineOptions) {
     this.#o = opts;
     this.#monitored = opts.monitored ?? false;
+    this.#ct = new ConntrackFollowUp({
+      runner: opts.conntrack,
+      reconcilePeriodMs: opts.reconcilePeriodMs ?? 0,
+      log: opts.log,
+      metrics: opts.metrics,
+      stopped: () => this.#stopped,
+    });
     this.#families = IP_FAMILIES.filter((f) => opts.proxiers[f] !== undefined);
     for (const f of this.#families) this.#firstSync.add(f);
     this.#runner = new BoundedFrequencyRunner(() => this.#tick(), {
@@ -363,7 +366,7 @@ export class SyncEngine {
       if (res.followUpMs !== undefined) {
         round.followUpMs = Math.min(round.followUpMs ?? Infinity, res.followUpMs);
       }
-      await this.#cleanupConntrack(f, res.stale);
+      await this.#ct.cleanup(f, res.stale, this.#firstSync.has(f) && !!this.#o.adopted);
       this.#firstSync.delete(f);
     }
     this.#syncServiceHealth();
@@ -415,88 +418,18 @@ export class SyncEngine {
     // A full sync (first, periodic check, after a failure or a Node change) recounts every
     // Service; a partial one only those changed since the last commit.
     this.#tallies[f].update(s, res.full ? undefined : this.#untallied[f]);
-    this.#feedReconcileIndex(f, s);
+    this.#ct.feedIndex(f, s, this.#untallied[f]);
     this.#untallied[f].clear();
     this.#noLocalEndpointsMetric(f);
     health?.updated(f);
   }
 
-  /** The conntrack runner's reconcile index follows the commit: the ports changed since the last. */
-  #feedReconcileIndex(f: IpFamily, s: ProxyState): void {
-    // No reconcile, no index (and no Worker thread started for it).
-    if (!(this.#o.reconcilePeriodMs! > 0)) return;
-    try {
-      this.#o.conntrack?.updateIndex?.(f, s, this.#untallied[f]);
-    } catch (err) {
-      // A malformed address (the trackers validate, so not expected): the runner's reconciles
-      // build from the whole state until an update succeeds; rules are unaffected.
-      this.#o.log.error("Cannot update the conntrack reconcile index", err, {
-        ipFamily: familyLabel(f),
-      });
-    }
-  }
-
-  /** Stale UDP flows go only after the rules that replace them are committed. */
-  async #cleanupConntrack(f: IpFamily, report: StaleReport): Promise<void> {
-    const { conntrack, log } = this.#o;
-    if (!conntrack) return;
-    if (this.#firstSync.has(f) && this.#o.adopted) {
-      // After a restart every service looks newly active; flushing their
-      // flows would cut healthy clients. The reconciler handles real staleness.
-      report = { ...report, servicesWithNewEndpoints: [] };
-    }
-    if (emptyStale(report)) return;
-    try {
-      const res = await conntrack.cleanup(f, report);
-      if (res.deleted > 0 || res.errors > 0) {
-        log.v(2)?.info("Deleted stale UDP conntrack entries", {
-          ipFamily: familyLabel(f),
-          deleted: res.deleted,
-          errors: res.errors,
-        });
-      }
-    } catch (err) {
-      if (this.#stopped) return;
-      log.error("Conntrack cleanup failed; the reconciler will retry", err, {
-        ipFamily: familyLabel(f),
-      });
-    }
-  }
-
   /** Runs the conntrack reconciler over every family's programmed state. */
   async reconcileNow(): Promise<void> {
-    const ct = this.#o.conntrack;
-    if (!ct || !(this.#o.reconcilePeriodMs! > 0) || this.#reconciling || this.#stopped) return;
-    this.#reconciling = true;
-    try {
-      for (const f of this.#families) {
-        const programmed = this.#o.proxiers[f]!.programmed;
-        if (programmed === undefined) continue;
-        try {
-          const r = await ct.reconcile(f, programmed);
-          const l = { ip_family: familyLabel(f) };
-          this.#o.metrics?.conntrackReconcilerSyncDuration.observe(l, r.seconds);
-          this.#o.metrics?.conntrackReconcilerDeletedEntriesTotal.inc(l, r.deleted);
-          this.#o.log.v(4)?.info("Conntrack reconcile done", {
-            ipFamily: familyLabel(f),
-            scanned: r.scanned,
-            stale: r.stale,
-            deleted: r.deleted,
-            interrupted: r.interrupted,
-            elapsed: `${(r.seconds * 1000).toFixed(1)}ms`,
-          });
-        } catch (err) {
-          // At shutdown the worker closes under a running reconcile: not an error.
-          if (!this.#stopped) {
-            this.#o.log.error("Conntrack reconcile failed", err, { ipFamily: familyLabel(f) });
-          }
-        }
-      }
-    } finally {
-      this.#reconciling = false;
-    }
+    await this.#ct.reconcile(this.#families.map((f) => [f, this.#o.proxiers[f]!.programmed]));
   }
 
+  /** Per-family /metrics gauges of Services without local endpoints, from the tallies. */
   #noLocalEndpointsMetric(f: IpFamily): void {
     const m = this.#o.metrics?.noLocalEndpointsTotal;
     if (!m) return;
