@@ -214,7 +214,7 @@ async function child(args: string[]): Promise<void> {
   };
   const { openNftables } = await import("../../ffi/nftables/client.ts");
   const { Proxier } = await import("../../proxier/nftables/proxier.ts");
-  const synth = await import("../bench/synthetic.ts");
+  const synth = await import("../support/synthetic.ts");
   const filler = num("filler", 0);
   const offset = num("filler-offset", 0);
   const state = synth.syntheticState({ services: 0, endpointsPerService: 2 });
