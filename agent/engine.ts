@@ -22,6 +22,7 @@ import type { ProxyMetrics } from "./metrics.ts";
 import { ServiceTallies } from "./service_tallies.ts";
 import { ConntrackFollowUp } from "./conntrack_follow_up.ts";
 import type { NftNotification } from "../ffi/nftables/netlink/notify.ts";
+import type { MonitorHandlers } from "../ffi/nftables/netlink/monitor.ts";
 import { touchedBy } from "../proxier/nftables/foreign.ts";
 import { TABLE } from "../proxier/nftables/names.ts";
 import type {
@@ -427,6 +428,15 @@ export class SyncEngine {
   /** Runs the conntrack reconciler over every family's programmed state. */
   async reconcileNow(): Promise<void> {
     await this.#ct.reconcile(this.#families.map((f) => [f, this.#o.proxiers[f]!.programmed]));
+  }
+
+  /** The handlers a notification monitor reports to. */
+  monitorHandlers(): MonitorHandlers {
+    return {
+      onForeign: (msgs) => this.recordForeign(msgs),
+      onOverrun: () => this.recordOverrun(),
+      onError: (err) => this.monitorLost(err),
+    };
   }
 
   /** Per-family /metrics gauges of Services without local endpoints, from the tallies. */

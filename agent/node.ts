@@ -195,30 +195,8 @@ export async function buildNode(
   }
   const adopted = opts.adopted ?? found;
   // A dry run shows the rules but binds no port.
-  const localhost = new LocalhostProxy({
-    families: cfg.dryRun ? [] : lhFamilies,
-    log: opts.log,
-    metrics: opts.metrics,
-    net: opts.localhostNet,
-  });
-  if (opts.metrics && localhost.families.length > 0) {
-    registerRejectedPackets(opts.metrics.registry, nft, localhost.families);
-  }
-  if (localhost.families.length > 0) {
-    opts.log.info("Serving NodePorts on localhost through a userspace proxy (KEP-6032)", {
-      ipFamilies: localhost.families.map(familyLabel),
-    });
-    raiseFileLimitFor(opts.log, opts.localhostNet !== undefined);
-  }
-  let monitor: ForeignChanges | undefined;
-  try {
-    monitor = clients.monitor?.();
-  } catch (err) {
-    opts.log.warn(
-      "No nftables change notifications; comparing the whole ruleset every --sync-period instead",
-      { err: String(err) },
-    );
-  }
+  const localhost = localhostProxy(cfg.dryRun ? [] : lhFamilies, nft, opts);
+  const monitor = openMonitor(clients, opts.log);
   const engine = new SyncEngine({
     state,
     proxiers,
@@ -237,11 +215,7 @@ export async function buildNode(
     follower: localhost.families.length > 0 ? localhost : undefined,
   });
   clients.hostAddresses?.watch(() => engine.requestSync());
-  monitor?.start({
-    onForeign: (msgs) => engine.recordForeign(msgs),
-    onOverrun: () => engine.recordOverrun(),
-    onError: (err) => engine.monitorLost(err),
-  });
+  monitor?.start(engine.monitorHandlers());
   return {
     state,
     engine,
@@ -258,6 +232,40 @@ export async function buildNode(
       for (const c of Object.values(nft)) c.close();
     },
   };
+}
+
+/** The localhost NodePort proxy for `families` (none: it serves nothing), with its metric. */
+function localhostProxy(
+  families: readonly IpFamily[],
+  nft: Partial<Record<IpFamily, NftablesClient>>,
+  opts: NodeOptions,
+): LocalhostProxy {
+  const localhost = new LocalhostProxy({
+    families: [...families],
+    log: opts.log,
+    metrics: opts.metrics,
+    net: opts.localhostNet,
+  });
+  if (localhost.families.length === 0) return localhost;
+  if (opts.metrics) registerRejectedPackets(opts.metrics.registry, nft, localhost.families);
+  opts.log.info("Serving NodePorts on localhost through a userspace proxy (KEP-6032)", {
+    ipFamilies: localhost.families.map(familyLabel),
+  });
+  raiseFileLimitFor(opts.log, opts.localhostNet !== undefined);
+  return localhost;
+}
+
+/** The nftables change notifications, or undefined (with a warning) when they cannot be had. */
+function openMonitor(clients: NodeClients, log: Logger): ForeignChanges | undefined {
+  try {
+    return clients.monitor?.();
+  } catch (err) {
+    log.warn(
+      "No nftables change notifications; comparing the whole ruleset every --sync-period instead",
+      { err: String(err) },
+    );
+    return undefined;
+  }
 }
 
 /**
