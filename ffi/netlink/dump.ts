@@ -18,14 +18,14 @@ import {
 export { type AttrFn, cstr } from "./message.ts";
 
 /**
- * Calls `onMessage(type, attrs)` for every nfnetlink message of one receive buffer, `attrs`
- * walking that message's top-level attributes. Returns "done" at NLMSG_DONE, an errno (> 0) at an
+ * Calls `onMessage(type, start, end)` for every netlink message of one receive buffer (`start`
+ * at its header, `end` past its last byte). Returns "done" at NLMSG_DONE, an errno (> 0) at an
  * error message, else "more" (the dump goes on in the next buffer).
  */
-export function walkDump(
+export function walkMessages(
   buf: Uint8Array,
   len: number,
-  onMessage: (type: number, family: number, attrs: (onAttr: AttrFn) => void) => void,
+  onMessage: (type: number, start: number, end: number) => void,
 ): "more" | "done" | number {
   const view = new DataView(buf.buffer, buf.byteOffset, len);
   for (let off = 0; off + NLMSG_HDRLEN <= len;) {
@@ -35,11 +35,23 @@ export function walkDump(
     if (type === NLMSG_DONE) return "done";
     const errno = errnoAt(view, off);
     if (errno !== undefined) return errno === 0 ? "done" : errno;
-    if (mlen >= NFNL_HDRLEN) {
-      const start = off + NFNL_HDRLEN, end = off + mlen;
-      onMessage(type, buf[off + 16], (onAttr) => attributes(buf, start, end, onAttr));
-    }
+    onMessage(type, off, off + mlen);
     off += align4(mlen);
   }
   return "more";
+}
+
+/**
+ * Calls `onMessage(type, family, attrs)` for every nfnetlink message of one receive buffer,
+ * `attrs` walking that message's top-level attributes; returns as {@link walkMessages}.
+ */
+export function walkDump(
+  buf: Uint8Array,
+  len: number,
+  onMessage: (type: number, family: number, attrs: (onAttr: AttrFn) => void) => void,
+): "more" | "done" | number {
+  return walkMessages(buf, len, (type, off, end) => {
+    if (end - off < NFNL_HDRLEN) return;
+    onMessage(type, buf[off + 16], (onAttr) => attributes(buf, off + NFNL_HDRLEN, end, onAttr));
+  });
 }

@@ -10,8 +10,8 @@ import { EAGAIN, EINTR } from "../errno.ts";
 import { lastErrno, libc, strerror } from "../libc.ts";
 import { formatIP } from "../../net/ip.ts";
 import { libmnl } from "./libmnl.ts";
-import { align4, attributes, errnoAt, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE } from "./message.ts";
-import { NLMSG_HDRLEN, putHeader } from "./message.ts";
+import { attributes, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_HDRLEN, putHeader } from "./message.ts";
+import { walkMessages } from "./dump.ts";
 import { netfilterDump, openNetlink } from "./socket.ts";
 
 /** The rtnetlink bus. */
@@ -52,31 +52,21 @@ export function parseAddrMessages(
   len: number,
   onAddr: (type: number, address: string) => void,
 ): "more" | "done" | number {
-  const view = new DataView(buf.buffer, buf.byteOffset, len);
-  for (let off = 0; off + NLMSG_HDRLEN <= len;) {
-    const mlen = view.getUint32(off, true);
-    const type = view.getUint16(off + 4, true);
-    if (mlen < NLMSG_HDRLEN || off + mlen > len) break;
-    if (type === NLMSG_DONE) return "done";
-    const errno = errnoAt(view, off);
-    if (errno !== undefined) return errno === 0 ? "done" : errno;
+  return walkMessages(buf, len, (type, off, end) => {
     const body = off + NLMSG_HDRLEN;
-    if ((type === RTM_NEWADDR || type === RTM_DELADDR) && mlen >= NLMSG_HDRLEN + IFADDRMSG_LEN) {
-      const fam = buf[body];
-      const size = fam === AF_INET ? 4 : fam === AF_INET6 ? 16 : 0;
-      let local: Uint8Array | undefined, address: Uint8Array | undefined;
-      attributes(buf, body + IFADDRMSG_LEN, off + mlen, (t, v) => {
-        if (t === IFA_LOCAL) local = v;
-        if (t === IFA_ADDRESS) address = v;
-      });
-      const raw = local ?? address;
-      if (size > 0 && raw !== undefined && raw.length === size) {
-        onAddr(type, formatIP({ family: size === 4 ? 4 : 6, bytes: raw.slice() }));
-      }
+    if ((type !== RTM_NEWADDR && type !== RTM_DELADDR) || end - body < IFADDRMSG_LEN) return;
+    const fam = buf[body];
+    const size = fam === AF_INET ? 4 : fam === AF_INET6 ? 16 : 0;
+    let local: Uint8Array | undefined, address: Uint8Array | undefined;
+    attributes(buf, body + IFADDRMSG_LEN, end, (t, v) => {
+      if (t === IFA_LOCAL) local = v;
+      if (t === IFA_ADDRESS) address = v;
+    });
+    const raw = local ?? address;
+    if (size > 0 && raw !== undefined && raw.length === size) {
+      onAddr(type, formatIP({ family: size === 4 ? 4 : 6, bytes: raw.slice() }));
     }
-    off += align4(mlen);
-  }
-  return "more";
+  });
 }
 
 /**
