@@ -203,20 +203,21 @@ e2eTest("sync e2e: the next full sync repairs a deleted table", async () => {
   });
 });
 
-/** Child: runs a proxier in the current (test) namespace. */
-async function child(args: string[]): Promise<void> {
-  if (Deno.env.get("KNP_IN_TEST_NETNS") !== "1") {
-    throw new Error("sync_test child: refusing to run outside a test namespace");
-  }
-  const num = (name: string, def: number) => {
-    const i = args.indexOf(`--${name}`);
-    return i < 0 ? def : Number(args[i + 1]);
-  };
-  const { openNftables } = await import("../../ffi/nftables/client.ts");
-  const { Proxier } = await import("../../proxier/nftables/proxier.ts");
-  const synth = await import("../support/synthetic.ts");
-  const filler = num("filler", 0);
-  const offset = num("filler-offset", 0);
+/** The synthetic module the child builds its state from (loaded only in the child). */
+type Synth = typeof import("../support/synthetic.ts");
+/** The proxier's input the child syncs (one shape for every sync). */
+type ChildState = ReturnType<Synth["syntheticState"]>;
+
+/** Reads `--name N` from the child's arguments, or `def`. */
+function numArg(args: string[], name: string, def: number): number {
+  const i = args.indexOf(`--${name}`);
+  return i < 0 ? def : Number(args[i + 1]);
+}
+
+/** The state: `--filler` services from `--filler-offset`, every `--sticky-every`th sticky, and the test Service. */
+function childState(synth: Synth, args: string[]): ChildState {
+  const filler = numArg(args, "filler", 0);
+  const offset = numArg(args, "filler-offset", 0);
   const state = synth.syntheticState({ services: 0, endpointsPerService: 2 });
   const o = { services: filler, endpointsPerService: 2 };
   for (let i = offset; i < offset + filler; i++) {
@@ -224,7 +225,7 @@ async function child(args: string[]): Promise<void> {
     state.services.set(s.id, s);
     state.endpoints.set(s.id, synth.syntheticEndpoints(i, o));
   }
-  const stickyEvery = num("sticky-every", 0);
+  const stickyEvery = numArg(args, "sticky-every", 0);
   if (stickyEvery > 0) {
     for (const [i, svc] of [...state.services.values()].entries()) {
       if (i % stickyEvery === 0) svc.stickyMaxAgeSeconds = 600;
@@ -252,29 +253,36 @@ async function child(args: string[]): Promise<void> {
   state.node.ips = [NODE_IP];
   // ServiceCIDRs must not cover the pod/node/client addresses (cluster-ips-check drops them).
   state.serviceCIDRs = ["198.18.0.0/20", "198.18.200.0/24"];
-  const preload = args[args.indexOf("--preload") + 1];
-  if (args.includes("--preload")) {
-    const legacy = await import("./fixtures/legacy_tables.ts");
-    const podCIDR = synth.syntheticConfig().localDetector;
-    const cidr = podCIDR.mode === "ClusterCIDR" ? podCIDR.cidrs[0] : "198.19.0.0/16";
-    const script = preload === "upstream"
-      ? legacy.upstreamScript(state, cidr)
-      : legacy.previousScript(state, cidr);
-    const nft = new Deno.Command("nft", { args: ["-f", "-"], stdin: "piped" }).spawn();
-    const w = nft.stdin.getWriter();
-    await w.write(new TextEncoder().encode(script));
-    await w.close();
-    const st = await nft.status;
-    if (!st.success) throw new Error(`loading the ${preload} table failed`);
-    if (args.includes("--preload-only")) return;
-  }
+  return state;
+}
+
+/** `--preload upstream|previous`: loads that layout's table for `state` with nft. */
+async function preloadTable(synth: Synth, state: ChildState, layout: string): Promise<void> {
+  const legacy = await import("./fixtures/legacy_tables.ts");
+  const podCIDR = synth.syntheticConfig().localDetector;
+  const cidr = podCIDR.mode === "ClusterCIDR" ? podCIDR.cidrs[0] : "198.19.0.0/16";
+  const script = layout === "upstream"
+    ? legacy.upstreamScript(state, cidr)
+    : legacy.previousScript(state, cidr);
+  const nft = new Deno.Command("nft", { args: ["-f", "-"], stdin: "piped" }).spawn();
+  const w = nft.stdin.getWriter();
+  await w.write(new TextEncoder().encode(script));
+  await w.close();
+  const st = await nft.status;
+  if (!st.success) throw new Error(`loading the ${layout} table failed`);
+}
+
+/** Syncs `state` for `--loop-ms`, or `--syncs` times, printing each result as a JSON line. */
+async function runSyncs(synth: Synth, state: ChildState, args: string[]): Promise<void> {
+  const { openNftables } = await import("../../ffi/nftables/client.ts");
+  const { Proxier } = await import("../../proxier/nftables/proxier.ts");
   const p = new Proxier({
     client: openNftables("ip", "kube-proxy"),
     config: synth.syntheticConfig(),
-    maxOpsPerTransaction: num("max-ops", 50_000),
+    maxOpsPerTransaction: numArg(args, "max-ops", 50_000),
   });
   // The periodic full sync's clock is the engine's (agent/engine.ts); this driver stands in.
-  const fullEvery = num("full-every-ms", 3_600_000);
+  const fullEvery = numArg(args, "full-every-ms", 3_600_000);
   let lastFull = Date.now();
   const once = async () => {
     if (Date.now() - lastFull >= fullEvery) {
@@ -290,7 +298,7 @@ async function child(args: string[]): Promise<void> {
     console.log(JSON.stringify({ ...r, stale: undefined }));
     return r!;
   };
-  const loopMs = num("loop-ms", 0);
+  const loopMs = numArg(args, "loop-ms", 0);
   if (loopMs > 0) {
     const end = Date.now() + loopMs;
     while (Date.now() < end) {
@@ -299,11 +307,25 @@ async function child(args: string[]): Promise<void> {
     }
     return;
   }
-  const syncs = num("syncs", 1);
+  const syncs = numArg(args, "syncs", 1);
   for (let i = 0; i < syncs; i++) {
     const r = await once();
     if (i + 1 < syncs) await new Promise((res) => setTimeout(res, (r.followUpMs ?? 0) + 100));
   }
+}
+
+/** Child: runs a proxier in the current (test) namespace. */
+async function child(args: string[]): Promise<void> {
+  if (Deno.env.get("KNP_IN_TEST_NETNS") !== "1") {
+    throw new Error("sync_test child: refusing to run outside a test namespace");
+  }
+  const synth = await import("../support/synthetic.ts");
+  const state = childState(synth, args);
+  if (args.includes("--preload")) {
+    await preloadTable(synth, state, args[args.indexOf("--preload") + 1]);
+    if (args.includes("--preload-only")) return;
+  }
+  await runSyncs(synth, state, args);
 }
 
 if (import.meta.main && Deno.args[0] === "proxier") await child(Deno.args.slice(1));
