@@ -33,7 +33,7 @@ export function noStaleReport(): StaleReport {
 }
 
 /** The agent's node (agent/node.ts) for the state's family over `client`, its proxier ready. */
-async function nodeProxier(
+export async function nodeProxier(
   state: ProxyState,
   config: ProxierConfig,
   client: NftablesClient,

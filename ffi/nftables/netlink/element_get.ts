@@ -167,7 +167,12 @@ export function parseGetElementReply(
   return into;
 }
 
-function elementOf(
+/**
+ * The element one NFTA_LIST_ELEM's attributes (`a`) describe, its key
+ * already decoded: the data (value or verdict) and the comment as nft
+ * prints them. Parts that do not decode are left out.
+ */
+export function elementOf(
   a: Map<number, Uint8Array>,
   layout: SetLayout,
   target: { set?: string; map?: string },
