@@ -9,6 +9,7 @@
 import { formatIPv4Number, parseIPv4Number, parseIPv6Bytes } from "../../net/ip.ts";
 import {
   align4,
+  HOST_LE,
   NFNL_HDRLEN,
   NLM_F_ACK,
   NLM_F_REQUEST,
@@ -19,7 +20,7 @@ import {
 import type { ConntrackEntry } from "./types.ts";
 
 /** True on little-endian hosts (x86_64, arm64): network-order values arrive byte-swapped. */
-export const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+export const LITTLE_ENDIAN: boolean = HOST_LE;
 
 // ---------------------------------------------------------------------------
 // Pure helpers: address text <-> the library's network-order representation.

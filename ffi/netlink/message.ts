@@ -8,7 +8,9 @@
  */
 
 /** Netlink headers are in host order: true on little-endian hosts (x86_64, arm64). */
-const LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+/** Whether this host is little-endian: netlink headers are in host byte order. */
+export const HOST_LE: boolean = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+const LE = HOST_LE;
 
 /** nlmsg_type of a no-op request (acked when asked: a fence). */
 export const NLMSG_NOOP = 1;

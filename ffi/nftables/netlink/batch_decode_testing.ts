@@ -18,6 +18,7 @@
 import {
   attributeMap,
   attributes,
+  HOST_LE,
   NLM_F_ACK,
   NLM_F_CREATE,
   NLM_F_REQUEST,
@@ -33,7 +34,6 @@ import {
 } from "./nf_tables.ts";
 
 /** Netlink headers are in host order: true on little-endian hosts. */
-const LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 const NLM_F_EXCL = 0x200;
 const dec = new TextDecoder();
 
@@ -137,8 +137,8 @@ export function decodeBatch(
   const out: string[] = [];
   let off = 0, lastSeq: number | undefined;
   for (; off + 20 <= bytes.length;) {
-    const len = v.getUint32(off, LE), type = v.getUint16(off + 4, LE);
-    const flags = v.getUint16(off + 6, LE), seq = v.getUint32(off + 8, LE);
+    const len = v.getUint32(off, HOST_LE), type = v.getUint16(off + 4, HOST_LE);
+    const flags = v.getUint16(off + 6, HOST_LE), seq = v.getUint32(off + 8, HOST_LE);
     if (len < 20 || off + len > bytes.length) break;
     if (lastSeq !== undefined && seq !== lastSeq + 1) out.push(`?seq ${seq} after ${lastSeq}`);
     lastSeq = seq;

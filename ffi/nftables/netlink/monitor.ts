@@ -22,7 +22,7 @@ import { EAGAIN, EINTR } from "../../errno.ts";
 import { lastErrno, libc, strerror } from "../../libc.ts";
 import { libmnl } from "../../netlink/libmnl.ts";
 import { openNetfilter } from "../../netlink/socket.ts";
-import { NETLINK_NETFILTER } from "../../netlink/message.ts";
+import { HOST_LE, NETLINK_NETFILTER } from "../../netlink/message.ts";
 import { ownPortids } from "../../netlink/own_portids.ts";
 import { decodeNotifications, type NftNotification } from "./notify.ts";
 
@@ -97,9 +97,8 @@ export function ownPortidFilter(portids: Iterable<number>): Uint8Array {
     dv.setUint8(i * 8 + 3, jf);
     dv.setUint32(i * 8 + 4, k, true);
   };
-  const LE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
   put(0, 0x20, 0, 0, 12); // BPF_LD | BPF_W | BPF_ABS
-  ids.forEach((p, i) => put(i + 1, 0x15, n - i, 0, LE ? swap32(p) : p >>> 0)); // BPF_JMP|BPF_JEQ|BPF_K
+  ids.forEach((p, i) => put(i + 1, 0x15, n - i, 0, HOST_LE ? swap32(p) : p >>> 0)); // BPF_JMP|BPF_JEQ|BPF_K
   put(n + 1, 0x06, 0, 0, 0xffffffff); // BPF_RET: accept
   put(n + 2, 0x06, 0, 0, 0); // BPF_RET: drop
   return prog;
