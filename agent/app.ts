@@ -30,7 +30,7 @@ import { KubeConfigError, loadKubeConfig } from "./kube/kubeconfig.ts";
 import { deferTrimWhile, tuneMalloc } from "../ffi/malloc_trim.ts";
 import { type ProxyInformers, startProxyInformers } from "./kube/informers.ts";
 import { fetchNode } from "./kube/node_fetch.ts";
-import { buildNode, informerHandlers, nodeFamilies, type ProxyNode } from "./node.ts";
+import { buildNode, coreLog, informerHandlers, nodeFamilies, type ProxyNode } from "./node.ts";
 import { afterFirstSync, removeIptablesNft } from "./migrate/iptables_nft.ts";
 import { guardNodeHandlers, type NodeGuardHooks, NodeLifecycle } from "./node_lifecycle.ts";
 import { IP_FAMILIES, type IpFamily, nftFamily } from "../net/family.ts";
@@ -238,7 +238,9 @@ async function buildAgentNode(
   const built = await buildNode(cfg, {
     nftables: (f) => openClient(f, cfg.dryRun),
     conntrack: cfg.dryRun ? undefined : workerConntrack(),
-    monitor: cfg.dryRun ? undefined : () => new NftablesMonitor(),
+    monitor: cfg.dryRun
+      ? undefined
+      : () => new NftablesMonitor(undefined, { log: coreLog(log.child("nftables-monitor")) }),
     hostAddresses: cfg.dryRun ? undefined : openHostAddresses(log),
   }, {
     nodeName,

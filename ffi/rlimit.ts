@@ -29,6 +29,12 @@ function read(): BigUint64Array {
 
 const num = (v: bigint): number => (v === 0xffffffffffffffffn ? Infinity : Number(v));
 
+/** The open-file limits now. */
+export function fileLimit(): FileLimit {
+  const lim = read();
+  return { soft: num(lim[0]), hard: num(lim[1]) };
+}
+
 /** Raises the soft open-file limit to the hard one; returns the limits before and after. */
 export function raiseFileLimit(): { before: FileLimit; after: FileLimit } {
   const lim = read();

@@ -74,6 +74,7 @@ import { RawElementWriter } from "./netlink/writer.ts";
 import { deleteTableOverNetlink, libnftablesHazard } from "./netlink/set_dump.ts";
 import { dumpRuleCounts } from "./netlink/rule_dump.ts";
 import { lookupElement } from "./netlink/element_get.ts";
+import { newWatchedContext, noteOwnSockets } from "./context_sockets.ts";
 import { strerror } from "../libc.ts";
 import { ENOENT, errnoOfNftMessage } from "../errno.ts";
 import { scriptRoute, writeRoute } from "./route.ts";
@@ -126,7 +127,7 @@ export function openNftables(
         `starting with a letter or "_"`,
     );
   }
-  const ctx = new NftContext(opts.lib, BASE_FLAGS);
+  const ctx = newWatchedContext(opts.lib, BASE_FLAGS);
   const raw = opts.rawElements ?? rawDefault() ? new RawElementWriter(family, table) : undefined;
   return new LibNftablesClient(family, table, ctx, raw);
 }
@@ -137,6 +138,8 @@ class LibNftablesClient implements NftablesClient {
   #pending = 0;
   #closing = false;
   #raw: RawElementWriter | undefined;
+  /** Whether the scans after the first libnftables command / raw batch ran. */
+  #seen = { lib: false, raw: false };
 
   constructor(
     readonly family: Family,
@@ -187,7 +190,7 @@ class LibNftablesClient implements NftablesClient {
           raw.learnDeclarations(await this.#declarations());
         }
         const b = batch ?? raw.encode(ops);
-        if (b !== undefined && await raw.send(b)) return;
+        if (b !== undefined && await this.#sendRaw(raw, b)) return;
         // Not encodable, or refused (nothing applied: one batch): libnftables
         // does it, and names the failing element if it fails too.
         await this.#runScript(ops, false);
@@ -255,7 +258,7 @@ class LibNftablesClient implements NftablesClient {
       this.#ctx.setOutputFlags(BASE_FLAGS | OutputFlag.TERSE);
       let res: RunResult;
       try {
-        res = await this.#ctx.run(cmd + "\n");
+        res = await this.#run(cmd + "\n");
       } finally {
         this.#ctx.setOutputFlags(BASE_FLAGS);
       }
@@ -267,12 +270,36 @@ class LibNftablesClient implements NftablesClient {
     return out;
   }
 
-  /** Runs a script, in dry-run mode if asked; the flag is always reset. */
-  async #exec(script: string, dryRun: boolean): Promise<RunResult> {
-    if (!dryRun) return await this.#ctx.run(script);
-    this.#ctx.setDryRun(true);
+  /** Runs a command buffer on the context; the first one is followed by a scan for its socket. */
+  async #run(script: string): Promise<RunResult> {
     try {
       return await this.#ctx.run(script);
+    } finally {
+      if (!this.#seen.lib) {
+        this.#seen.lib = true;
+        noteOwnSockets();
+      }
+    }
+  }
+
+  /** Sends a raw batch; the first one opens the writer's socket, so a scan follows. */
+  async #sendRaw(raw: RawElementWriter, batch: Parameters<RawElementWriter["send"]>[0]) {
+    try {
+      return await raw.send(batch);
+    } finally {
+      if (!this.#seen.raw) {
+        this.#seen.raw = true;
+        noteOwnSockets();
+      }
+    }
+  }
+
+  /** Runs a script, in dry-run mode if asked; the flag is always reset. */
+  async #exec(script: string, dryRun: boolean): Promise<RunResult> {
+    if (!dryRun) return await this.#run(script);
+    this.#ctx.setDryRun(true);
+    try {
+      return await this.#run(script);
     } finally {
       this.#ctx.setDryRun(false);
     }
@@ -317,7 +344,7 @@ class LibNftablesClient implements NftablesClient {
   /** Runs a listing command; returns null when the object does not exist. */
   #listing(cmd: string): Promise<string | null> {
     return this.#enqueue(async () => {
-      const res = await this.#ctx.run(cmd + "\n");
+      const res = await this.#run(cmd + "\n");
       if (res.rc === 0) return res.output;
       const message = parseErrorText(res.error).map((r) => r.message).join("\n") || `${cmd} failed`;
       const errno = errnoOfNftMessage(message);
@@ -401,7 +428,7 @@ class LibNftablesClient implements NftablesClient {
     const text = await this.#enqueue(async () => {
       this.#ctx.setOutputFlags(BASE_FLAGS | OutputFlag.TERSE);
       try {
-        const res = await this.#ctx.run(`list table ${this.family} ${this.table}\n`);
+        const res = await this.#run(`list table ${this.family} ${this.table}\n`);
         return res.rc === 0 ? res.output : null;
       } finally {
         this.#ctx.setOutputFlags(BASE_FLAGS);

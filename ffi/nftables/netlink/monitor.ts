@@ -5,8 +5,9 @@
  * - Every notification carries the port id of the socket that sent the batch.
  *   Our batches go out on our own sockets (the raw element writer's and the
  *   one libnftables opens inside its context), whose port ids
- *   ../../netlink/own_portids.ts finds with getsockname(2). One from an
- *   unknown port id refreshes that set once before it counts as foreign.
+ *   ../../netlink/own_portids.ts finds with getsockname(2); own_sockets.ts
+ *   keeps that set fresh (a cheap re-read, then a rate-limited full scan)
+ *   when an unknown port id shows up.
  * - A socket filter (classic BPF on nlmsg_pid) drops our own notifications in
  *   the kernel, so a cold start's hundreds of thousands of element
  *   notifications neither reach the event loop nor overrun the socket.
@@ -22,9 +23,12 @@ import { EAGAIN, EINTR } from "../../errno.ts";
 import { lastErrno, libc, strerror } from "../../libc.ts";
 import { libmnl } from "../../netlink/libmnl.ts";
 import { openNetfilter } from "../../netlink/socket.ts";
-import { HOST_LE, NETLINK_NETFILTER } from "../../netlink/message.ts";
-import { ownPortids } from "../../netlink/own_portids.ts";
+import { HOST_LE } from "../../netlink/message.ts";
+import type { LogFn } from "../../../net/log.ts";
 import { decodeNotifications, type NftNotification } from "./notify.ts";
+import { OwnSockets } from "./own_sockets.ts";
+
+export { OwnSockets } from "./own_sockets.ts";
 
 const SOL_SOCKET = 1, SO_ATTACH_FILTER = 26;
 const SOL_NETLINK = 270, NETLINK_ADD_MEMBERSHIP = 1;
@@ -45,37 +49,6 @@ export interface MonitorHandlers {
   onOverrun(): void;
   /** The monitor stopped on an error it cannot recover from. */
   onError?(err: Error): void;
-}
-
-/**
- * Tells our notifications from foreign ones by port id; `refresh` re-reads
- * our sockets' port ids (a new socket, or libnftables reopening its own).
- */
-export class OwnSockets {
-  #ids: Set<number>;
-  /** Reads our port ids now, and again through `refresh` when an unknown one appears. */
-  constructor(private readonly refresh: () => Set<number> = () => ownPortids(NETLINK_NETFILTER)) {
-    this.#ids = refresh();
-  }
-
-  /** Our sockets' port ids as last read. */
-  get ids(): ReadonlySet<number> {
-    return this.#ids;
-  }
-
-  /**
-   * The notifications another program caused, and whether our set of port
-   * ids changed (one refresh when an unknown port id shows up).
-   */
-  foreign(msgs: readonly NftNotification[]): { foreign: NftNotification[]; changed: boolean } {
-    let changed = false;
-    if (msgs.some((m) => !this.#ids.has(m.portid))) {
-      const fresh = this.refresh();
-      changed = fresh.size !== this.#ids.size || [...fresh].some((p) => !this.#ids.has(p));
-      if (changed) this.#ids = fresh;
-    }
-    return { foreign: msgs.filter((m) => !this.#ids.has(m.portid)), changed };
-  }
 }
 
 const swap32 = (x: number) =>
@@ -114,15 +87,17 @@ export class NftablesMonitor {
   #closed = false;
 
   /**
-   * Opens and subscribes the socket.
+   * Opens and subscribes the socket. `log` takes the one warning of
+   * own_sockets.ts when `own` is not given.
    *
    * @throws Error naming the failed step (no libmnl, no permission).
    */
-  constructor(own = new OwnSockets()) {
+  constructor(own?: OwnSockets, opts: { log?: LogFn } = {}) {
     const { nl, fd } = openNetfilter({ timeoutSec: 1, rcvbuf: 8 << 20 });
     this.#nl = nl;
     this.#fd = fd;
-    this.#own = own;
+    // After the socket opened: it is ours too.
+    this.#own = own ?? new OwnSockets(undefined, { log: opts.log });
     const c = libc();
     if (
       c.setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, new Int32Array([NFNLGRP_NFTABLES]), 4) <

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { align4, putHeader } from "../../netlink/message.ts";
 import { nftType } from "./nf_tables.ts";
 import { decodeNotifications } from "./notify.ts";
-import { ownPortidFilter, OwnSockets } from "./monitor.ts";
+import { ownPortidFilter } from "./monitor.ts";
 import { netlinkPortid } from "../../netlink/own_portids.ts";
 
 const enc = new TextEncoder();
@@ -64,31 +64,6 @@ Deno.test("decodeNotifications: object names, deletions, and NEWGEN's id and pro
   assert.deepEqual([got[5].genId, got[5].pid, got[5].proc], [1234, 4321, "nft"]);
   // A truncated tail is skipped, not thrown on.
   assert.equal(decodeNotifications(buf, 30).length, 0);
-});
-
-Deno.test("OwnSockets: our port ids are dropped; an unknown one refreshes the set once", () => {
-  let reads = 0;
-  let ours = new Set([10]);
-  const own = new OwnSockets(() => {
-    reads++;
-    return new Set(ours);
-  });
-  const m = (portid: number) => ({
-    kind: "rule" as const,
-    op: "new" as const,
-    portid,
-    family: 2,
-    table: "t",
-    name: "c",
-  });
-  assert.deepEqual(own.foreign([m(10)]), { foreign: [], changed: false });
-  assert.equal(reads, 1, "no refresh when every port id is known");
-  // libnftables opened its socket after the monitor started.
-  ours = new Set([10, 11]);
-  const r = own.foreign([m(11), m(99)]);
-  assert.deepEqual(r.foreign.map((x) => x.portid), [99]);
-  assert.equal(r.changed, true);
-  assert.deepEqual([...own.ids], [10, 11]);
 });
 
 Deno.test("ownPortidFilter: ld nlmsg_pid, one jeq per own port id into the drop, accept", () => {
