@@ -11,11 +11,19 @@
  * while a foreign `nft` (another process, through libnftables) changing our table is still
  * repaired within 2 s, a burst of them too. --sync-period is an hour: only the notifications can
  * explain a repair. (libnftables' own socket cannot be tested that high: libnftables 1.0.x waits
- * on it with select(2) and aborts the process past fd 1023; the client refuses such a context.)
+ * on it with select(2) and aborts the process past fd 1023.) Then, in this process: a batch of
+ * ours from a socket no scan finds is told ours by its NEWGEN thread (one warning), while an
+ * `nft` process's stays foreign; and a context whose socket would land past fd 1023 is refused
+ * with an error, not an abort.
  * Not a *_test.ts file: it must not run in the host namespace.
  * @module
  */
 import assert from "node:assert/strict";
+import { libc } from "../../ffi/libc.ts";
+import { openNftables } from "../../ffi/nftables/client.ts";
+import { NftContext } from "../../ffi/nftables/libnftables.ts";
+import { NftablesMonitor, OwnSockets } from "../../ffi/nftables/netlink/monitor.ts";
+import type { NftNotification } from "../../ffi/nftables/netlink/notify.ts";
 import { run } from "../netns.ts";
 import { AgentProcess, eventually, httpGet } from "./fixtures/agent_process.ts";
 import { startAgent } from "./fixtures/agent_under_test.ts";
@@ -283,6 +291,81 @@ Deno.test({
       }
       await aut.close();
       for (const s of streams) await s.stop();
+    }
+  },
+});
+
+/** A table of this driver's own, for the in-process steps (not the agent's). */
+const PROBE_TABLE = "knp_own_probe";
+
+Deno.test({
+  name: "in-process: our batch from a socket no scan finds is ours by its NEWGEN thread",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    const warnings: string[] = [];
+    // A source that never finds anything: as if the socket had closed before any scan.
+    const own = new OwnSockets({ portids: () => new Set(), rescan: () => new Set() }, {
+      log: (level, msg, fields) => warnings.push(`${level}: ${msg} ${JSON.stringify(fields)}`),
+    });
+    const monitor = new NftablesMonitor(own);
+    const foreign: NftNotification[] = [];
+    monitor.start({ onForeign: (m) => foreign.push(...m), onOverrun: () => {} });
+    const ctx = new NftContext(undefined, 0);
+    try {
+      // Runs on a worker thread of this process: NEWGEN names that thread.
+      assert.equal((await ctx.run(`add table ip ${PROBE_TABLE}\n`)).rc, 0);
+      await eventually("the one warning", () => Promise.resolve(warnings.length > 0 || undefined));
+      console.log(warnings[0]);
+      assert.match(warnings[0], /counts as ours/);
+      assert.equal(own.ids.size, 1);
+      assert.equal(foreign.length, 0, JSON.stringify(foreign));
+      // Another process's batch is foreign; ours stay ours, and nothing is logged again.
+      await nft("add", "chain", "ip", PROBE_TABLE, "theirs");
+      await eventually(
+        "the foreign chain",
+        () =>
+          Promise.resolve(
+            foreign.some((m) => m.kind === "chain" && m.name === "theirs") || undefined,
+          ),
+      );
+      assert.ok(
+        foreign.every((m) => m.kind !== "gen" || m.proc === "nft"),
+        JSON.stringify(foreign),
+      );
+      const seen = foreign.length;
+      assert.equal((await ctx.run(`add chain ip ${PROBE_TABLE} ours\n`)).rc, 0);
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(foreign.length, seen, JSON.stringify(foreign.slice(seen)));
+      assert.equal(warnings.length, 1);
+    } finally {
+      await run(["nft", "delete", "table", "ip", PROBE_TABLE], { check: false });
+      ctx.free();
+      await monitor.stop();
+    }
+  },
+});
+
+Deno.test({
+  name: "in-process: a libnftables context past fd 1023 is refused, not an abort",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    const c = libc();
+    const path = new TextEncoder().encode("/dev/null\0");
+    const fds: number[] = [];
+    try {
+      for (let fd = c.open(path, 0); fd >= 0 && fd < 1100; fd = c.open(path, 0)) fds.push(fd);
+      assert.throws(() => openNftables("ip", PROBE_TABLE), /descriptor \d+: .*select\(2\)/);
+      // A context opened before the descriptors filled keeps working.
+    } finally {
+      for (const fd of fds) c.close(fd);
+    }
+    const client = openNftables("ip", PROBE_TABLE);
+    try {
+      assert.equal(await client.list(), null);
+    } finally {
+      client.close();
     }
   },
 });
