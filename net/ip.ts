@@ -165,13 +165,22 @@ export function formatIP(
  */
 export function canonicalText(s: string, ip: ParsedIP): string {
   if (ip.family !== 4) return formatIP(ip);
+  const b = ip.bytes;
+  return canonicalIPv4Text(s, ((b[0] << 24) >>> 0) + (b[1] << 16) + (b[2] << 8) + b[3]);
+}
+
+/**
+ * Canonical text of the IPv4 address `v` ({@link parseIPv4Number}) parsed from `s`: `s` itself
+ * unless an octet has a leading zero. Allocates nothing in the common case.
+ */
+export function canonicalIPv4Text(s: string, v: number): string {
   for (let i = 0; i + 1 < s.length; i++) {
     // A leading zero: "0" at the start of an octet followed by another digit.
     if (
       s.charCodeAt(i) === 48 && (i === 0 || s.charCodeAt(i - 1) === 46) &&
       s.charCodeAt(i + 1) !== 46
     ) {
-      return formatIP(ip);
+      return formatIPv4Number(v);
     }
   }
   return s;

@@ -8,254 +8,22 @@
  * @module
  */
 
-import { canonicalText, parseIP } from "../net/ip.ts";
-import type { EndpointInfo, Protocol } from "./model.ts";
-import type { IpFamily } from "../net/family.ts";
-import {
-  type EndpointSlice,
-  LABEL_HEADLESS,
-  LABEL_SERVICE_NAME,
-  LABEL_SERVICE_PROXY_NAME,
-  sameVersion,
-} from "./k8s_types.ts";
+import type { EndpointInfo } from "./model.ts";
+import { type EndpointSlice, LABEL_SERVICE_NAME, sameVersion } from "./k8s_types.ts";
 import { consoleLog, type LogFn } from "../net/log.ts";
 import { sameStrings } from "../net/arrays.ts";
 import { objectKey } from "./service_tracker.ts";
-import { newerWins, NO_TARGET, targetId } from "./endpoint_dedup.ts";
-import {
-  compareKeys,
-  mergeSlices,
-  type ParsedSlice,
-  sharesAddress,
-  type SlicePort,
-  sortKeyOf,
-  type StoredSlice,
-} from "./slice_merge.ts";
+import { mergeSlices, type ParsedSlice, sharesAddress, type StoredSlice } from "./slice_merge.ts";
+import { parseEndpointSlice } from "./slice_parse.ts";
 
 export { mergeSlices, type ParsedSlice, type SlicePort } from "./slice_merge.ts";
-
-const PROTOCOLS: ReadonlySet<string> = new Set(["TCP", "UDP", "SCTP"]);
+export { parseEndpointSlice, portKey } from "./slice_parse.ts";
 
 /** Annotation with the time of the change that caused the slice update. */
 export const ANNOTATION_TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time";
 
-/** Key of one Service port's endpoint list inside a Service: family, port name, protocol. */
-export function portKey(family: IpFamily, portName: string, protocol: Protocol): string {
-  return `${family}|${portName}|${protocol}`;
-}
-
-/** Endpoints of one Service, by {@link portKey}; each list sorted by address then port. */
+/** Endpoints of one Service, by portKey() (slice_parse.ts); each list sorted by address then port. */
 export type ServiceEndpoints = ReadonlyMap<string, readonly EndpointInfo[]>;
-
-/** Logs one skipped part of a slice: `field` is `value`, `expected` was wanted. */
-type BadField = (field: string, value: unknown, expected: string, what: string) => void;
-
-/** What identifies a usable slice of ours. */
-interface SliceHead {
-  ns: string;
-  name: string;
-  svcName: string;
-  family: IpFamily;
-}
-
-/**
- * The namespace, name, Service and family of `slice`, or null when it is unusable (logged) or
- * not ours (headless, another proxy's, FQDN: silently).
- */
-function sliceHead(slice: EndpointSlice, log: LogFn): SliceHead | null {
-  const ns = slice?.metadata?.namespace;
-  const name = slice?.metadata?.name;
-  const svcName = slice?.metadata?.labels?.[LABEL_SERVICE_NAME];
-  const id = `${ns}/${name}`;
-  if (!ns || !name) {
-    log("error", "ignoring EndpointSlice without metadata.namespace/metadata.name", {
-      namespace: ns,
-      name,
-    });
-    return null;
-  }
-  const labels = slice.metadata?.labels;
-  // Upstream's informer filters these out; slices of headless or foreign Services are not ours.
-  if (labels?.[LABEL_HEADLESS] !== undefined || labels?.[LABEL_SERVICE_PROXY_NAME] !== undefined) {
-    return null;
-  }
-  if (slice.addressType === "FQDN") return null;
-  if (!svcName) {
-    log("warn", `endpointslice ${id}: ignoring it: label ${LABEL_SERVICE_NAME} is missing`, {
-      endpointSlice: id,
-      field: `metadata.labels[${LABEL_SERVICE_NAME}]`,
-      expected: "the name of the Service the slice belongs to",
-    });
-    return null;
-  }
-  if (slice.addressType === "IPv4") return { ns, name, svcName, family: 4 };
-  if (slice.addressType === "IPv6") return { ns, name, svcName, family: 6 };
-  log(
-    "error",
-    `endpointslice ${id}: ignoring it: addressType is ${
-      JSON.stringify(slice.addressType)
-    }, expected IPv4, IPv6 or FQDN`,
-    {
-      endpointSlice: id,
-      field: "addressType",
-      value: slice.addressType,
-      expected: "IPv4, IPv6 or FQDN",
-    },
-  );
-  return null;
-}
-
-/** A slice port that passed validation. */
-interface ValidPort {
-  name: string;
-  protocol: Protocol;
-  port: number;
-}
-
-/** The valid ports of `slice`, in order; each bad one is skipped with a line through `bad`. */
-function slicePorts(slice: EndpointSlice, bad: BadField): ValidPort[] {
-  const ports: ValidPort[] = [];
-  for (const [i, p] of (slice.ports ?? []).entries()) {
-    // The API defaults name to "" and protocol to TCP.
-    const pname = p?.name ?? "";
-    const protocol = p?.protocol ?? "TCP";
-    const what = `port ${JSON.stringify(pname)}`;
-    if (typeof pname !== "string") {
-      bad(`ports[${i}].name`, pname, "a string", "port");
-    } else if (!PROTOCOLS.has(protocol)) {
-      bad(`ports[${i}].protocol`, protocol, "TCP, UDP or SCTP", what);
-    } else if (
-      typeof p.port !== "number" || !Number.isInteger(p.port) || p.port < 1 || p.port > 65535
-    ) {
-      bad(`ports[${i}].port`, p.port ?? null, "an integer from 1 to 65535", what);
-    } else if (ports.some((q) => q.name === pname && q.protocol === protocol)) {
-      bad(`ports[${i}].name`, pname, "a name unique within the slice", what);
-    } else {
-      ports.push({ name: pname, protocol: protocol as Protocol, port: p.port });
-    }
-  }
-  return ports;
-}
-
-type SliceEndpoint = NonNullable<EndpointSlice["endpoints"]>[number];
-
-/** The EndpointInfo of `ep` (address `ip`, already checked) on `port`. */
-function endpointInfo(ep: SliceEndpoint, ip: string, port: number, nodeName: string): EndpointInfo {
-  const c = ep.conditions;
-  const ready = c?.ready ?? true;
-  // As upstream's endpointslicecache.go: an unset `serving` is true, not a copy of `ready`,
-  // so a terminating endpoint whose controller never set `serving` is a fallback candidate.
-  const serving = c?.serving ?? true;
-  const terminating = c?.terminating ?? false;
-  const isLocal = ep.nodeName === nodeName && nodeName !== "";
-  // One literal per shape: a property added later would cost each of the (hundreds of
-  // thousands of) endpoints an out-of-object property array.
-  const info: EndpointInfo = ep.nodeName
-    ? { ip, port, ready, serving, terminating, isLocal, nodeName: ep.nodeName }
-    : { ip, port, ready, serving, terminating, isLocal };
-  if (ep.zone) info.zone = ep.zone;
-  if (ep.hints) {
-    const zones = names(ep.hints.forZones);
-    if (zones.length > 0) info.zoneHints = zones;
-    const nodes = names(ep.hints.forNodes);
-    if (nodes.length > 0) info.nodeHints = nodes;
-  }
-  return info;
-}
-
-/** One endpoint kept, with what sorting and deduplication need. */
-interface KeptEndpoint {
-  sortKey: number | string;
-  ep: EndpointInfo;
-  t: number;
-}
-
-/**
- * The valid endpoints of `slice` on `port`, one per address, sorted by address. Within one
- * slice a repeated address is decided as across slices (endpoint_dedup.ts), a later position
- * counting as newer.
- */
-function sliceEndpoints(
-  slice: EndpointSlice,
-  family: IpFamily,
-  port: number,
-  nodeName: string,
-  bad: BadField,
-): KeptEndpoint[] {
-  const index = new Map<string, number>();
-  const list: KeptEndpoint[] = [];
-  const raw = slice.endpoints ?? [];
-  for (let i = 0; i < raw.length; i++) {
-    const ep = raw[i];
-    // Upstream uses only the first address; the API allows exactly one.
-    const addr = ep?.addresses?.[0];
-    const parsed = typeof addr === "string" ? parseIP(addr) : null;
-    if (!parsed || parsed.family !== family) {
-      bad(`endpoints[${i}].addresses[0]`, addr ?? null, `an IPv${family} address`, "endpoint");
-      continue;
-    }
-    const info = endpointInfo(ep, canonicalText(addr!, parsed), port, nodeName);
-    const t = targetId(ep.targetRef);
-    const at = index.get(info.ip);
-    if (at === undefined) {
-      index.set(info.ip, list.length);
-      list.push({ sortKey: sortKeyOf(parsed), ep: info, t });
-    } else if (newerWins(list[at].ep, list[at].t, info, t)) {
-      list[at].ep = info;
-      list[at].t = t;
-    }
-  }
-  return list.sort((a, b) => compareKeys(a.sortKey, b.sortKey));
-}
-
-/**
- * Validates one EndpointSlice. Returns null when the slice is not usable at
- * all (FQDN address type, no service-name label, unknown address type) or
- * not ours (labelled headless or service-proxy-name, silently);
- * bad ports and endpoints are skipped with one log line each.
- */
-export function parseEndpointSlice(
-  slice: EndpointSlice,
-  nodeName: string,
-  log: LogFn = consoleLog,
-): ParsedSlice | null {
-  const head = sliceHead(slice, log);
-  if (head === null) return null;
-  const { ns, name, svcName, family } = head;
-  const id = `${ns}/${name}`;
-  const bad: BadField = (field, value, expected, what) => {
-    log(
-      "error",
-      `endpointslice ${id}: ignoring ${what}: ${field} is ${
-        JSON.stringify(value)
-      }, expected ${expected}`,
-      { endpointSlice: id, field, value, expected },
-    );
-  };
-  const ports = slicePorts(slice, bad);
-  // Endpoints are built for the first port directly; other ports get copies.
-  const firstPort = ports.length > 0 ? ports[0].port : 0;
-  const list = sliceEndpoints(slice, family, firstPort, nodeName, bad);
-  const targets = list.some((x) => x.t !== NO_TARGET) ? list.map((x) => x.t) : undefined;
-  const first = list.map((x) => x.ep);
-  const parsedPorts: SlicePort[] = ports.map((p, k) => ({
-    key: portKey(family, p.name, p.protocol),
-    port: p.port,
-    endpoints: k === 0 ? first : first.map((e) => ({ ...e, port: p.port })),
-  }));
-  const out: ParsedSlice = { service: objectKey(ns, svcName), name, family, ports: parsedPorts };
-  if (targets) out.targets = targets;
-  return out;
-}
-
-function names(list: readonly { name?: string | null }[] | null | undefined): string[] {
-  const out: string[] = [];
-  if (!list) return out;
-  for (const h of list) {
-    if (typeof h?.name === "string" && h.name !== "" && !out.includes(h.name)) out.push(h.name);
-  }
-  return out.sort();
-}
 
 /** Whether two endpoints are identical in every field. */
 export function sameEndpoint(a: EndpointInfo, b: EndpointInfo): boolean {
@@ -306,8 +74,8 @@ type ServiceSlices = StoredSlice | Map<string, StoredSlice>;
 export class EndpointsTracker {
   /** Current slices by Service key. */
   #slices = new Map<string, ServiceSlices>();
-  /** Slices changed since the last checkout, by Service key. */
-  #pending = new Map<string, Set<string>>();
+  /** Slices changed since the last checkout, by Service key (a name, or a Set of several). */
+  #pending = new Map<string, string | Set<string>>();
   #pendingSlices = 0;
   #seq = 0;
   #triggerTimes: number[] = [];
@@ -433,12 +201,12 @@ export class EndpointsTracker {
   }
 
   #markPending(service: string, name: string) {
-    let p = this.#pending.get(service);
-    if (!p) this.#pending.set(service, p = new Set());
-    if (!p.has(name)) {
-      p.add(name);
-      this.#pendingSlices++;
-    }
+    const p = this.#pending.get(service);
+    if (p === name || (p instanceof Set && p.has(name))) return;
+    if (p === undefined) this.#pending.set(service, name);
+    else if (p instanceof Set) p.add(name);
+    else this.#pending.set(service, new Set([p, name]));
+    this.#pendingSlices++;
   }
 
   /** Number of distinct EndpointSlices changed since the last checkout. */
@@ -453,7 +221,11 @@ export class EndpointsTracker {
   endpoints(service: string): ServiceEndpoints {
     const entry = this.#slices.get(service);
     if (entry === undefined) return EMPTY;
-    return mergeSlices(entry instanceof Map ? entry.values() : [entry]);
+    if (entry instanceof Map) return mergeSlices(entry.values());
+    // One slice: already sorted and de-duplicated; its lists are shared, not copied.
+    const out = new Map<string, EndpointInfo[]>();
+    for (const p of entry.slice.ports) if (p.endpoints.length > 0) out.set(p.key, p.endpoints);
+    return out;
   }
 
   /** Re-merges the Services with changed slices and returns their endpoints. */

@@ -414,3 +414,52 @@ Deno.test("a slice re-written unchanged is the newer word on an address a siblin
   assert.equal(t.update(b1, { ...b1, metadata: { ...b1.metadata, resourceVersion: "9" } }), false);
   assert.equal(t.pendingCount, 0);
 });
+
+Deno.test("a slice out of address order is sorted once; repeats side by side keep list order", () => {
+  const one = parseEndpointSlice(
+    slice("d-1", "d", [
+      podEp("198.18.1.20", "a", READY),
+      podEp("198.18.1.3", "b", READY),
+      podEp("198.018.1.20", "a", DRAINING), // the same Pod and address (leading zero), later: newer
+      podEp("198.18.0.255", "d", READY),
+      podEp("198.18.1.3", "e", GHOST), // another Pod's ghost: the live copy stays
+    ]),
+    "me",
+  )!;
+  assert.deepEqual(one.ports[0].endpoints.map((e) => [e.ip, e.terminating]), [
+    ["198.18.0.255", false],
+    ["198.18.1.3", false],
+    ["198.18.1.20", true],
+  ]);
+  assert.equal(one.targets?.length, 3);
+  // Without targetRefs there are no targets; IPv6 sorts numerically, not as text.
+  const six = parseEndpointSlice(
+    slice(
+      "e-1",
+      "e",
+      [ep("2001:db8::10"), ep("2001:DB8::9"), ep("2001:db8::1:0")],
+      undefined,
+      "IPv6",
+    ),
+    "me",
+  )!;
+  assert.deepEqual(six.ports[0].endpoints.map((e) => e.ip), [
+    "2001:db8::9",
+    "2001:db8::10",
+    "2001:db8::1:0",
+  ]);
+  assert.equal(six.targets, undefined);
+  // An address of the other family is skipped with its line, in either slice type.
+  const { lines, log } = captureLog();
+  const mixed = parseEndpointSlice(
+    slice("f-1", "f", [ep("2001:db8::1"), ep("198.18.1.1")]),
+    "me",
+    log,
+  )!;
+  assert.deepEqual(mixed.ports[0].endpoints.map((e) => e.ip), ["198.18.1.1"]);
+  assert.equal(lines.length, 1);
+  assert.match(
+    lines[0].msg,
+    /endpoints\[0\]\.addresses\[0\] is "2001:db8::1", expected an IPv4 address/,
+  );
+});

@@ -14,6 +14,7 @@ import { familyOfText, type IpFamily } from "../net/family.ts";
 import { LABEL_SERVICE_PROXY_NAME, sameVersion, type V1Service } from "./k8s_types.ts";
 import { consoleLog, type LogFn } from "../net/log.ts";
 import { sameStrings } from "../net/arrays.ts";
+import { intern } from "./intern.ts";
 
 /** Default ClientIP affinity timeout (3 hours), as the API server defaults it. */
 const DEFAULT_STICKY_MAX_AGE_SECONDS = 10800;
@@ -144,10 +145,11 @@ export function parseService(
       if (cip === undefined) continue;
       out.push({
         id: `${key}:${portName}`,
-        namespace: svc.metadata!.namespace!,
+        // Listed Services arrive unslimmed: one shared copy of the names that repeat.
+        namespace: intern(svc.metadata!.namespace!),
         name: svc.metadata!.name!,
-        portName,
-        protocol,
+        portName: intern(portName),
+        protocol: intern(protocol),
         family,
         clusterIP: cip,
         port,

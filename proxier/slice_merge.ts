@@ -6,7 +6,7 @@
  * @module
  */
 
-import { type ParsedIP, parseIP } from "../net/ip.ts";
+import { type ParsedIP, parseIPv4Number, parseIPv6Bytes } from "../net/ip.ts";
 import type { IpFamily } from "../net/family.ts";
 import type { EndpointInfo } from "./model.ts";
 import { newerWins, NO_TARGET } from "./endpoint_dedup.ts";
@@ -42,9 +42,31 @@ export interface ParsedSlice {
 export function sortKeyOf(ip: ParsedIP): number | string {
   const b = ip.bytes;
   if (ip.family === 4) return ((b[0] << 24) >>> 0) + (b[1] << 16) + (b[2] << 8) + b[3];
+  return hexKey(b);
+}
+
+/** The 16 bytes of an IPv6 address as 32 hex digits (they sort as the address does). */
+export function hexKey(b: Uint8Array): string {
   let s = "";
-  for (const x of b) s += x.toString(16).padStart(2, "0");
+  for (let i = 0; i < 16; i++) s += HEX2[b[i]];
   return s;
+}
+
+const HEX2 = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+
+/** Scratch bytes of {@link addressKey}: one address at a time, never kept. */
+const SCRATCH = new Uint8Array(16);
+
+/**
+ * The {@link sortKeyOf} key of address text `s` of `family`, or null when it is not such an
+ * address; parses without allocating an address object.
+ */
+export function addressKey(s: string, family: IpFamily): number | string | null {
+  if (family === 4) {
+    const v = parseIPv4Number(s, 0, s.length);
+    return v < 0 ? null : v;
+  }
+  return s.includes(":") && parseIPv6Bytes(s, SCRATCH, 0) ? hexKey(SCRATCH) : null;
 }
 
 /** Orders two {@link sortKeyOf} keys. */
@@ -107,7 +129,8 @@ export function mergeSlices(
   const keys = new Map<string, number | string>();
   const keyOf = (ip: string) => {
     let k = keys.get(ip);
-    if (k === undefined) keys.set(ip, k = sortKeyOf(parseIP(ip)!));
+    // Stored addresses are canonical; the family follows from the text.
+    if (k === undefined) keys.set(ip, k = addressKey(ip, ip.includes(":") ? 6 : 4)!);
     return k;
   };
   for (const [pk, set] of byPort) {

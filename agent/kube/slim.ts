@@ -12,6 +12,7 @@ import {
   LABEL_SERVICE_NAME,
   LABEL_SERVICE_PROXY_NAME,
 } from "../../proxier/k8s_types.ts";
+import { intern } from "../../proxier/intern.ts";
 
 /** The annotation feeding the network programming latency metric. */
 const TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time";
@@ -27,23 +28,6 @@ function pick(o: unknown, keys: readonly string[]): Json | undefined {
   const out: Json = {};
   for (const k of keys) if (o[k] !== undefined) out[k] = o[k];
   return out;
-}
-
-/**
- * Strings that repeat across objects (namespaces, node and zone names, protocols, port names)
- * are kept once: JSON.parse makes a fresh copy of every occurrence. Bounded, so a hostile
- * stream of distinct names cannot grow it without end.
- */
-const interned = new Map<string, string>();
-const INTERN_MAX = 100_000;
-
-/** The shared copy of `v` when it is a string. */
-function intern<T>(v: T): T {
-  if (typeof v !== "string") return v;
-  const hit = interned.get(v);
-  if (hit !== undefined) return hit as T;
-  if (interned.size < INTERN_MAX) interned.set(v, v);
-  return v;
 }
 
 /** `f` over an array's items; anything else as it is (the trackers report it). */
