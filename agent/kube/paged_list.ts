@@ -2,8 +2,11 @@
  * Lists a resource in pages (`limit` / `continue`, 500 items a page, as
  * client-go's reflector does), reducing each item to its slim form as the
  * page arrives, so a cold start never holds a whole list's JSON text and
- * parse tree at once. An expired continue token (410 Gone) starts the list
- * over from the latest version, as client-go does.
+ * parse tree at once. With a {@link ListStream}, each page goes to the
+ * consumer as soon as it is decoded, while the API server writes the next:
+ * nothing of the list is held, and its parsing overlaps the transfer. An
+ * expired continue token (410 Gone) starts the list over from the latest
+ * version, as client-go does.
  *
  * @module
  */
@@ -32,18 +35,30 @@ export interface ListResult {
   items: Json[];
 }
 
+/** Where a streamed list's pages go as they are decoded. */
+export interface ListStream<T = Json> {
+  /** One page's items, in list order; throwing ends the list with that error. */
+  page(items: T[]): void;
+  /** The list starts over (an expired continue token): pages delivered so far are stale. */
+  restart(): void;
+}
+
 /** Items per page, as client-go's reflector asks for. */
 const PAGE_SIZE = 500;
 
-/** Lists `path` page by page; `slim` reduces each item. Throws ApiStatusError on HTTP errors. */
+/**
+ * Lists `path` page by page; `slim` reduces each item. With `opts.stream`, every page goes to
+ * it and the result's `items` is empty. Throws ApiStatusError on HTTP errors.
+ */
 export async function pagedList(
   api: ApiFetch,
   path: string,
   query: ListQuery,
-  slim: (o: Json) => Json,
-  opts: { pageSize?: number; signal?: AbortSignal } = {},
+  slim: ((o: Json) => Json) | undefined,
+  opts: { pageSize?: number; signal?: AbortSignal; stream?: ListStream } = {},
 ): Promise<ListResult> {
   const limit = opts.pageSize ?? PAGE_SIZE;
+  const stream = opts.stream;
   let version = { rv: query.resourceVersion, match: query.resourceVersionMatch };
   for (let attempt = 0;; attempt++) {
     const items: Json[] = [];
@@ -73,12 +88,15 @@ export async function pagedList(
       if (!Array.isArray(page.items)) {
         throw new ApiStatusError(res.status, `list ${path}: the answer has no items array`);
       }
-      for (const item of page.items) items.push(slim(item as Json));
+      const got = (slim ? page.items.map(slim) : page.items) as Json[];
+      if (stream) stream.page(got);
+      else for (const item of got) items.push(item);
       rv = page.metadata?.resourceVersion;
       cont = page.metadata?.continue || undefined;
     } while (cont !== undefined);
     if (!expired) return { metadata: { resourceVersion: rv }, items };
     // The snapshot the token pointed at is gone: list the latest from the start.
     version = { rv: undefined, match: undefined };
+    stream?.restart();
   }
 }

@@ -92,3 +92,44 @@ Deno.test("pagedList: HTTP errors carry the status code", async () => {
     await api.close();
   }
 });
+
+Deno.test("pagedList with a stream: each page handed over as it arrives; a restart says so", async () => {
+  const api = FakeApiServer.start();
+  try {
+    fill(api, 12);
+    const fetcher = new ApiFetch(kubeconfig(api));
+    let pages = 0;
+    const real = fetcher.get.bind(fetcher);
+    fetcher.get = async (path, query, signal) => {
+      const res = await real(path, query, signal);
+      if (++pages === 2) {
+        api.expireContinueTokens();
+        api.remove("Service", "ns", "s0");
+      }
+      return res;
+    };
+    const seen: string[][] = [];
+    const res = await pagedList(fetcher, "/api/v1/services", {}, undefined, {
+      pageSize: 5,
+      stream: {
+        page: (items) => seen.push(items.map((o) => (o.metadata as { name: string }).name).sort()),
+        restart: () => seen.push(["restart"]),
+      },
+    });
+    assert.deepEqual(res.items, [], "everything went to the stream");
+    assert.equal(res.metadata.resourceVersion, String(api.resourceVersion));
+    // Two pages, then the expired token: the list starts over, without s0.
+    assert.deepEqual(seen.slice(0, 2).map((p) => p.length), [5, 5]);
+    assert.deepEqual(seen[2], ["restart"]);
+    assert.deepEqual(seen.slice(3).map((p) => p.length), [5, 5, 1]);
+    assert.ok(!seen.slice(3).flat().includes("s0"));
+    // Unslimmed: the objects as the API server sent them.
+    const whole: Record<string, unknown>[] = [];
+    await pagedList(fetcher, "/api/v1/services", {}, undefined, {
+      stream: { page: (items) => whole.push(...items), restart: () => {} },
+    });
+    assert.ok((whole[0].metadata as Record<string, unknown>).managedFields);
+  } finally {
+    await api.close();
+  }
+});

@@ -22,6 +22,7 @@
 import type { Logger } from "../log.ts";
 import { NativeWatch } from "./native_watch.ts";
 import type { ApiFetch } from "./api_fetch.ts";
+import type { ListStream } from "./paged_list.ts";
 import { errText, statusOf } from "./api_probe.ts";
 import { tooLargeResourceVersion, VersionTrail, WENT_BACK } from "./resource_version.ts";
 
@@ -55,13 +56,18 @@ export interface KubeList<T> {
  * Lists the resource with the given selectors, as plain API JSON (slim, when the supervisor
  * slims). `resourceVersion` "0" lets the API server answer from its watch cache (as
  * client-go's first list does); a re-list asks for data not older than what was already seen.
+ * A list function that can hands each page to `stream` as it arrives (and returns no items);
+ * one that cannot returns them all.
  */
-export type ListFn<T> = (opts: {
-  labelSelector?: string;
-  fieldSelector?: string;
-  resourceVersion?: string;
-  resourceVersionMatch?: string;
-}) => Promise<KubeList<T & KubeObject>>;
+export type ListFn<T> = (
+  opts: {
+    labelSelector?: string;
+    fieldSelector?: string;
+    resourceVersion?: string;
+    resourceVersionMatch?: string;
+  },
+  stream?: ListStream<T & KubeObject>,
+) => Promise<KubeList<T & KubeObject>>;
 
 /** Options of {@link WatchSupervisor}. */
 export interface WatchSupervisorOptions<T> {
@@ -234,6 +240,17 @@ export class WatchSupervisor<T> {
         waitedSeconds: Math.round((Date.now() - started) / 1000),
       });
     }, o.slowListWarnMs ?? 10_000);
+    // Pages are delivered as they arrive (adds and updates at once; deletes once the whole
+    // list is known), so the consumer's parsing overlaps the transfer of the next page.
+    const seen = new Set<string>();
+    const deliver = (items: readonly Obj[]) => {
+      if (gen !== this.#gen) throw new Error(`${o.name}: list superseded by a restart`);
+      this.#activity();
+      for (const item of items) {
+        seen.add(keyOf(item));
+        this.#onAddOrUpdate(item);
+      }
+    };
     let res;
     try {
       res = await o.list({
@@ -241,19 +258,14 @@ export class WatchSupervisor<T> {
         fieldSelector: o.fieldSelector,
         ...(rv === "" ? {} : { resourceVersion: rv }),
         ...(rv === "" || rv === "0" ? {} : { resourceVersionMatch: "NotOlderThan" }),
-      });
+      }, { page: deliver, restart: () => seen.clear() });
     } finally {
       clearInterval(slow);
     }
     if (gen !== this.#gen) return;
-    this.#activity();
+    deliver((res as KubeList<Obj>).items);
     const listed = res.metadata?.resourceVersion;
     if (listed) this.#versions.note(this.#lastRv = listed, "list");
-    const seen = new Set<string>();
-    for (const item of (res as KubeList<Obj>).items) {
-      seen.add(keyOf(item));
-      this.#onAddOrUpdate(item);
-    }
     // Whatever was delivered before and the fresh list lacks is gone.
     for (const [key, kept] of [...this.#delivered]) {
       if (!seen.has(key)) {
