@@ -319,23 +319,13 @@ export class ClusterState {
     });
     const families: Record<IpFamily, Omit<FamilySync, "state">> = { 4: fam(), 6: fam() };
 
-    const touched = new Set<string>([...svcChanges.keys(), ...epChanges.keys()]);
-    for (const key of touched) {
-      const sc = svcChanges.get(key);
-      const oldPorts = sc ? sc.previous : this.services.ports(key);
-      const newPorts = sc ? sc.current : oldPorts;
-      const newEps: ServiceEndpoints = epChanges.get(key)?.current ?? this.endpoints.endpoints(key);
-      const newById = new Map<string, ServicePortInfo>();
-      for (const p of newPorts) newById.set(`${p.family}|${p.id}`, p);
-      for (const p of oldPorts) {
-        if (!newById.has(`${p.family}|${p.id}`)) {
-          this.#applyPort(families[p.family], p.family, p.id, undefined, undefined);
-        }
-      }
-      for (const p of newPorts) {
-        const eps = newEps.get(portKey(p.family, p.portName, p.protocol));
-        this.#applyPort(families[p.family], p.family, p.id, p, eps);
-      }
+    for (const [key, sc] of svcChanges) {
+      this.#applyService(families, sc.previous, sc.current, epChanges.get(key)?.current ?? key);
+    }
+    for (const [key, ec] of epChanges) {
+      if (svcChanges.has(key)) continue;
+      const ports = this.services.ports(key);
+      this.#applyService(families, ports, ports, ec.current);
     }
 
     for (const f of [4, 6] as const) {
@@ -376,6 +366,30 @@ export class ClusterState {
     };
   }
 
+  /**
+   * Moves one Service from `oldPorts` to `newPorts` with endpoints `eps` (its key when they did
+   * not change: read from the tracker), recording what changed.
+   */
+  #applyService(
+    families: Record<IpFamily, Omit<FamilySync, "state">>,
+    oldPorts: readonly ServicePortInfo[],
+    newPorts: readonly ServicePortInfo[],
+    eps: ServiceEndpoints | string,
+  ) {
+    // Ports are few per Service: a scan, not a Map, finds the ones gone.
+    for (const p of oldPorts) {
+      if (!newPorts.some((q) => q.family === p.family && q.id === p.id)) {
+        this.#applyPort(families[p.family], p.family, p.id, undefined, undefined);
+      }
+    }
+    if (newPorts.length === 0) return;
+    const newEps = typeof eps === "string" ? this.endpoints.endpoints(eps) : eps;
+    for (const p of newPorts) {
+      const list = newEps.get(portKey(p.family, p.portName, p.protocol));
+      this.#applyPort(families[p.family], p.family, p.id, p, list);
+    }
+  }
+
   /** Moves one service port of one family to its new value, recording what changed. */
   #applyPort(
     out: Omit<FamilySync, "state">,
@@ -400,10 +414,10 @@ export class ClusterState {
     else epMap.delete(id);
     if (!svc) {
       if (oldSvc) out.deleted.add(id);
-      out.changed.delete(id);
+      if (out.changed.size > 0) out.changed.delete(id);
     } else {
       out.changed.add(id);
-      out.deleted.delete(id);
+      if (out.deleted.size > 0) out.deleted.delete(id);
     }
 
     // Conntrack: flows to endpoints that no longer serve must go; a UDP/SCTP
