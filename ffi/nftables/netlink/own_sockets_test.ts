@@ -137,3 +137,23 @@ Deno.test("OwnSockets without libc: every notification is foreign", () => {
   assert.equal(own.foreign([rule(10)]).foreign.length, 1);
   assert.equal(own.ids.size, 0);
 });
+
+Deno.test("OwnSockets: after a slow scan (a huge fd table) the next waits 50 times as long", () => {
+  const c = clock();
+  const s = source([10]);
+  const rescan = s.rescan;
+  s.rescan = () => {
+    c.t += 100; // 100 ms: some 30k descriptors
+    return rescan();
+  };
+  const own = new OwnSockets(s, { now: c.now, rescanIntervalMs: 1000, isOurTask: () => false });
+  c.t = 10_000;
+  own.foreign([rule(100)]);
+  assert.equal(s.scans, 2);
+  c.t += 4_000;
+  own.foreign([rule(101)]);
+  assert.equal(s.scans, 2, "4 s after a 100 ms scan: none");
+  c.t += 1_100;
+  own.foreign([rule(102)]);
+  assert.equal(s.scans, 3, "5 s after: one");
+});
