@@ -205,7 +205,7 @@ export class SyncEngine {
   /** An informer finished its initial list; nothing is programmed before both have. */
   markSynced(what: "services" | "endpointSlices"): void {
     this.#synced.add(what);
-    this.#runner.run();
+    if (this.ready) this.#runner.run();
   }
 
   /** True once Services and EndpointSlices have both delivered their initial list. */
@@ -270,7 +270,9 @@ export class SyncEngine {
     }
     this.#o.metrics?.serviceChangesPending.set(this.#o.state.pendingServiceChanges);
     this.#o.metrics?.endpointChangesPending.set(this.#o.state.pendingEndpointChanges);
-    this.#runner.run();
+    // Before both initial lists are in, a run could only say "not yet" and would use up the
+    // rate limit's burst that the first sync needs (markSynced starts it).
+    if (this.ready) this.#runner.run();
   }
 
   /** The runner's work: one round, then what it asks for next. */
