@@ -9,7 +9,8 @@
  *   /proc/self/status, read through libc; every open descriptor is below it),
  *   with no cut-off after a run of closed ones, so a socket at a high
  *   descriptor (thousands of relayed connections below it) is found. About
- *   3.5 µs a descriptor: 1 ms at start-up, 30 ms with 8k descriptors.
+ *   1.6 µs a descriptor (measured: 1.4 ms at start-up's 256, 9 ms at 4k,
+ *   26 ms at 16k).
  * - The descriptors a full scan found are kept ("watched"), and re-reading
  *   their port ids is a few syscalls. libnftables 1.0.x creates its socket in
  *   nft_ctx_new but binds it (gets a port id) only at the first command, so
