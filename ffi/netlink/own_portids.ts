@@ -185,8 +185,3 @@ export function ownNetfilterSockets(): OwnNetlinkSockets | null {
   }
   return shared;
 }
-
-/** Port ids of this process's netlink sockets of `protocol` (one full scan). */
-export function ownPortids(protocol: number): Set<number> {
-  return new OwnNetlinkSockets(netlinkProber(protocol)).rescan();
-}
