@@ -29,7 +29,7 @@ async function capture(args: string[]): Promise<{ code: number; out: string; err
 Deno.test("trace --dry-run: a ClusterIP from outside is DNATed to two endpoints and masqueraded", async () => {
   const r = await capture(["trace", ...DRY, "--from", "198.18.3.2", "--to", "198.19.0.10:80/tcp"]);
   assert.equal(r.code, 0, r.err);
-  assert.match(r.out, /-> service-ips: 198\.19\.0\.10 \. tcp \. 80 : goto dnat-tcp-2/);
+  assert.match(r.out, /-> frontends-dnat-tcp-2: 198\.19\.0\.10 \. tcp \. 80 \(default\/web:http\)/);
   assert.match(r.out, /198\.18\.1\.2:8080\s+50%\s+masqueraded/);
   const j = await capture([
     "trace",

@@ -7,14 +7,14 @@
  *
  * Covered: chains missing, foreign chains, chains whose rule count differs
  * (a rule added to or removed from one of ours), sets and maps missing or
- * foreign, and the elements of the listed maps and sets (dispatch maps,
- * cluster-ips, hairpin while it is listed). Not covered: endpoint bucket maps
+ * foreign, and the elements of the listed maps and sets (dispatch maps, the
+ * class chains' frontends sets, cluster-ips, hairpin while it is listed). Not covered: endpoint bucket maps
  * (never listed, see plan/kernel_view.ts) and a rule replaced by one of the same count.
  *
  * @module
  */
-import { decodeFrontend } from "./frontend.ts";
-import { FIXED } from "./names.ts";
+import { decodeFrontend, frontendPlaces } from "./frontend.ts";
+import { classOfSet, FIXED } from "./names.ts";
 import { digestRules } from "./plan/common.ts";
 import { type KernelView, LISTED_MAPS } from "./plan/kernel_view.ts";
 import { UNKNOWN, type WrittenState } from "./written_state.ts";
@@ -56,27 +56,26 @@ export function kernelDrift(written: WrittenState, view: KernelView, keep = 5): 
     if (!written.sets.has(name) && !written.staleSets.has(name)) say(`set ${name} is not ours`);
   }
 
-  // The listed maps: element value by key, as written and as found.
+  // The listed dispatch maps and class sets: element value by key, as written and as found.
   const want = new Map<string, Map<string, string>>();
-  for (const [map] of LISTED_MAPS) want.set(map, new Map());
   for (const [key, rec] of written.frontends) {
-    const f = decodeFrontend(rec.spec);
-    const put = (map: string, v: string | undefined) => v && want.get(map)!.set(key, v);
-    put(rec.nodePort ? FIXED.serviceNodePorts : FIXED.serviceIPs, f.verdict);
-    put(rec.nodePort ? FIXED.noEndpointNodePorts : FIXED.noEndpointServices, f.noEndpoint);
-    if (!rec.nodePort) put(FIXED.firewallIPs, f.firewall);
+    for (const [place, v] of frontendPlaces(rec.nodePort, decodeFrontend(rec.spec))) {
+      let m = want.get(place);
+      if (m === undefined) want.set(place, m = new Map());
+      m.set(key, v);
+    }
   }
-  for (const [map, wanted] of want) {
-    const listed = view.elements.get(map);
-    if (listed === undefined) continue;
+  for (const [place, listed] of view.elements) {
+    if (!LISTED_MAPS.some(([m]) => m === place) && classOfSet(place) === undefined) continue;
+    const wanted = want.get(place) ?? new Map<string, string>();
     const have = new Map(listed.map((e) => [e.key.join(" . "), (e.value ?? []).join(" ")]));
     for (const [key, v] of wanted) {
       const h = have.get(key);
-      if (h === undefined) say(`element ${key} of ${map} is missing`);
-      else if (h !== v) say(`element ${key} of ${map} is "${h}", not "${v}"`);
+      if (h === undefined) say(`element ${key} of ${place} is missing`);
+      else if (h !== v) say(`element ${key} of ${place} is "${h}", not "${v}"`);
     }
     for (const key of have.keys()) {
-      if (!wanted.has(key)) say(`element ${key} of ${map} is not ours`);
+      if (!wanted.has(key)) say(`element ${key} of ${place} is not ours`);
     }
   }
   for (

@@ -100,7 +100,7 @@ Deno.test("drift names what another program changed, and the full sync repairs i
   assert.equal(r.drift?.count, 4, JSON.stringify(r.drift));
   assert.deepEqual(r.drift?.examples.sort(), [
     "chain intruder is not ours",
-    "chain services holds 4 rules, not 3",
+    "chain services holds 5 rules, not 4",
     "element 198.19.0.10 of cluster-ips is missing",
     "element 198.19.0.11 . tcp . 80 of service-ips is missing",
   ]);

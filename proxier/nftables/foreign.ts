@@ -9,7 +9,7 @@
 import type { NftNotification } from "../../ffi/nftables/netlink/notify.ts";
 import type { Drift } from "./drift.ts";
 import { parseEndpointsMap } from "./names.ts";
-import { LISTED_MAPS, LISTED_SETS } from "./plan/kernel_view.ts";
+import { isListedSet, LISTED_MAPS } from "./plan/kernel_view.ts";
 
 /** Our objects a foreign change touched, for one family's table. */
 export interface Touched {
@@ -80,7 +80,7 @@ export type ElementCheck = "list" | "regenerate" | "ignore";
  * by the packet path) and foreign ones are not ours to compare.
  */
 export function elementCheck(set: string): ElementCheck {
-  if (LISTED_MAPS.some(([m]) => m === set) || LISTED_SETS.includes(set)) return "list";
+  if (LISTED_MAPS.some(([m]) => m === set) || isListedSet(set)) return "list";
   return parseEndpointsMap(set) !== undefined ? "regenerate" : "ignore";
 }
 

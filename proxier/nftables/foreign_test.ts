@@ -97,24 +97,26 @@ Deno.test("an idle sync reads nothing from the kernel", async () => {
   assert.equal(fake.chainLists, 0);
 });
 
-Deno.test("a deleted dispatch element: only service-ips is listed, and it is restored", async () => {
+Deno.test("a deleted class-set element: only that set is listed, and it is restored", async () => {
   const { fake, p } = setup();
   await sync(p, two());
   const clean = fake.dump();
   await fake.run(
     new Transaction().delete({
       kind: "element",
-      map: "service-ips",
+      set: "frontends-dnat-tcp-2",
       key: ["198.19.0.10", "tcp", "80"],
     }),
   );
-  p.noteForeign(touched({ elements: new Set(["service-ips"]) }));
+  p.noteForeign(touched({ elements: new Set(["frontends-dnat-tcp-2"]) }));
   fake.listed = [];
   fake.chainLists = 0;
   const r = await sync(p, two());
-  assert.deepEqual(fake.listed, ["service-ips"]);
+  assert.deepEqual(fake.listed, ["frontends-dnat-tcp-2"]);
   assert.equal(fake.chainLists, 0, "no chain was touched: chains are not listed");
-  assert.deepEqual(r.drift?.examples, ["element 198.19.0.10 . tcp . 80 of service-ips is missing"]);
+  assert.deepEqual(r.drift?.examples, [
+    "element 198.19.0.10 . tcp . 80 of frontends-dnat-tcp-2 is missing",
+  ]);
   assert.equal(fake.dump(), clean);
   assert.equal(p.checkPending, false);
 });
@@ -184,7 +186,7 @@ Deno.test("dispatch elements only: restored without a plan of every service; for
   const clean = fake.dump();
   await fake.run(
     new Transaction()
-      .delete({ kind: "element", map: "service-ips", key: ["198.19.0.10", "tcp", "80"] })
+      .delete({ kind: "element", set: "frontends-dnat-tcp-2", key: ["198.19.0.10", "tcp", "80"] })
       .add({
         kind: "element",
         map: "service-ips",
@@ -192,7 +194,7 @@ Deno.test("dispatch elements only: restored without a plan of every service; for
         value: ["drop"],
       }),
   );
-  p.noteForeign(touched({ elements: new Set(["service-ips"]) }));
+  p.noteForeign(touched({ elements: new Set(["service-ips", "frontends-dnat-tcp-2"]) }));
   fake.chainLists = 0;
   const r = await sync(p, two());
   assert.equal(r.full, false, "no full plan for a few elements");

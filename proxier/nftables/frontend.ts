@@ -1,5 +1,6 @@
 /**
- * A frontend's elements: the verdict element in a dispatch map, one bucket
+ * A frontend's elements: its dispatch verdict (membership of a class chain's
+ * frontends set, or an element of a dispatch verdict map), one bucket
  * element per endpoint in the endpoint map of the current generation, and
  * the no-endpoint and firewall elements. Rendered from a
  * {@link FrontendSpec}, kept in the written state as one string, and diffed
@@ -8,7 +9,15 @@
  * @module
  */
 import type { Element } from "../../ffi/nftables/types.ts";
-import { classChainName, endpointsMapName, FIXED, type L4 } from "./names.ts";
+import {
+  classChainName,
+  classOfSet,
+  classOfVerdict,
+  classSetName,
+  endpointsMapName,
+  FIXED,
+  type L4,
+} from "./names.ts";
 import type { FrontendSpec } from "./service_rules.ts";
 import type { ElementSink } from "./tx_builder.ts";
 
@@ -132,6 +141,59 @@ function mapElement(map: string, key: string[], value?: string, comment?: string
   return e;
 }
 
+/**
+ * Prefix of a class verdict listed in a dispatch verdict map rather than in its class set (a
+ * table written before class sets): never rendered, so the element always differs and is moved.
+ */
+export const IN_VMAP = "vmap:";
+
+/**
+ * The element that holds a frontend's dispatch verdict: for a class chain, its membership of
+ * the class's frontends set (no verdict, so no table validation at commit); for a chain of the
+ * service port's own, an element of the dispatch verdict map.
+ */
+export function verdictElement(
+  key: string,
+  nodePort: boolean,
+  verdict: string,
+  comment?: string,
+): Element {
+  const cls = classOfVerdict(verdict);
+  if (cls !== undefined) {
+    const e: Element = { kind: "element", set: classSetName(cls), key: [key] };
+    if (comment !== undefined) e.comment = comment;
+    return e;
+  }
+  const v = verdict.startsWith(IN_VMAP) ? verdict.slice(IN_VMAP.length) : verdict;
+  return mapElement(nodePort ? FIXED.serviceNodePorts : FIXED.serviceIPs, [key], v, comment);
+}
+
+/**
+ * Where a frontend's dispatch elements are (the verdict map or class set, the
+ * no-endpoint and firewall maps), each with the value it holds there (`""`
+ * for a set's element): what drift checks and element repairs compare.
+ */
+export function frontendPlaces(nodePort: boolean, f: FrontendElements): [string, string][] {
+  const out: [string, string][] = [];
+  if (f.verdict !== undefined) {
+    const e = verdictElement("", nodePort, f.verdict);
+    out.push([e.set ?? e.map!, (e.value ?? []).join(" ")]);
+  }
+  if (f.noEndpoint !== undefined) {
+    out.push([nodePort ? FIXED.noEndpointNodePorts : FIXED.noEndpointServices, f.noEndpoint]);
+  }
+  if (f.firewall !== undefined && !nodePort) out.push([FIXED.firewallIPs, f.firewall]);
+  return out;
+}
+
+/** The element of frontend `key` in `place` (a class set, or a dispatch map holding `value`). */
+export function placeElement(place: string, key: string, value: string, comment?: string): Element {
+  if (classOfSet(place) === undefined) return mapElement(place, [key], value, comment);
+  const e: Element = { kind: "element", set: place, key: [key] };
+  if (comment !== undefined) e.comment = comment;
+  return e;
+}
+
 /** The comments on a frontend's verdict elements before and after a change. */
 export interface Comments {
   /** The comment as written before, if the frontend existed. */
@@ -163,7 +225,11 @@ export function diffFrontend(
       sink.add(mapElement(map, [key], b, withComment ? comments.next : undefined));
     }
   };
-  one(nodePort ? FIXED.serviceNodePorts : FIXED.serviceIPs, old?.verdict, next?.verdict, true);
+  const ov = old?.verdict, nv = next?.verdict;
+  if (ov !== nv || !sameComment) {
+    if (ov !== undefined) sink.del(verdictElement(key, nodePort, ov));
+    if (nv !== undefined) sink.add(verdictElement(key, nodePort, nv, comments.next));
+  }
   const ob = old?.buckets ?? NO_BUCKETS, nb = next?.buckets ?? NO_BUCKETS;
   if (ob !== nb) {
     const bmap = endpointsMapName(nodePort, frontendProto(key, nodePort), gen);

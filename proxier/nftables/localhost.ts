@@ -41,12 +41,16 @@ export function localhostJump(ctx: BuildContext): string {
 
 /**
  * The check chain with its counters: UDP and SCTP to a NodePort (served or not) are rejected.
- * (A skeleton ChainSpec; typed here without importing skeleton.ts, which imports this.)
+ * The NodePorts are those of the dispatch maps and of the class sets `classSets` (each with its
+ * protocol). (A skeleton ChainSpec; typed here without importing skeleton.ts, which imports this.)
  */
-export function localhostChain(): { chain: Chain; rules: string[]; counters: string[] } {
+export function localhostChain(
+  classSets: readonly { proto: string; set: string }[],
+): { chain: Chain; rules: string[]; counters: string[] } {
   const rules: string[] = [];
   for (const [proto] of LOCALHOST_REJECTED) {
-    for (const map of [FIXED.serviceNodePorts, FIXED.noEndpointNodePorts]) {
+    const sets = classSets.filter((c) => c.proto === proto).map((c) => c.set);
+    for (const map of [FIXED.serviceNodePorts, FIXED.noEndpointNodePorts, ...sets]) {
       rules.push(
         // As nft lists it (`udp dport` implies the protocol), so a listing reads back the same.
         `meta l4proto . ${proto} dport @${map} ` +

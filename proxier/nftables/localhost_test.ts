@@ -4,17 +4,19 @@ import { Transaction } from "../../ffi/nftables/types.ts";
 import { buildContext } from "./context.ts";
 import { LOCALHOST_CHAIN, localhostRejectedCounter } from "./localhost.ts";
 import { Proxier } from "./proxier.ts";
-import { buildSkeleton } from "./skeleton.ts";
+import { buildSkeleton, classDispatchChains } from "./skeleton.ts";
 import { CFG, state } from "./testing.ts";
 import { noStale, syntheticConfig, syntheticState } from "../../tests/support/synthetic.ts";
 
 Deno.test("localhost rules: only while the proxy serves the family; UDP and SCTP counted and rejected", () => {
-  const off = buildSkeleton(buildContext(state(), CFG), 0);
-  assert.ok(!off.chains.some((c) => c.chain.name === LOCALHOST_CHAIN));
-  const on = buildSkeleton(buildContext(state(), { ...CFG, localhostNodePorts: [4] }), 0);
+  const classes = ["nodeport-dnat-udp-2", "nodeport-dnat-tcp-2", "dnat-udp-2"];
+  const offCtx = buildContext(state(), CFG);
+  assert.ok(!classDispatchChains(offCtx, classes).some((c) => c.chain.name === LOCALHOST_CHAIN));
+  const onCtx = buildContext(state(), { ...CFG, localhostNodePorts: [4] });
+  const on = buildSkeleton(onCtx, 0);
   const out = on.chains.find((c) => c.chain.name === "nat-output")!;
   assert.equal(out.rules[0], `ip daddr 127.0.0.1 jump ${LOCALHOST_CHAIN}`);
-  const chk = on.chains.find((c) => c.chain.name === LOCALHOST_CHAIN)!;
+  const chk = classDispatchChains(onCtx, classes).find((c) => c.chain.name === LOCALHOST_CHAIN)!;
   assert.deepEqual(chk.counters, [
     localhostRejectedCounter("udp"),
     localhostRejectedCounter("sctp"),
@@ -22,12 +24,14 @@ Deno.test("localhost rules: only while the proxy serves the family; UDP and SCTP
   assert.deepEqual(chk.rules, [
     'meta l4proto . udp dport @service-nodeports counter name "localhost-nodeport-rejected-udp" reject',
     'meta l4proto . udp dport @no-endpoint-nodeports counter name "localhost-nodeport-rejected-udp" reject',
+    // NodePorts of a class chain are in its frontends set.
+    'meta l4proto . udp dport @frontends-nodeport-dnat-udp-2 counter name "localhost-nodeport-rejected-udp" reject',
     'meta l4proto . sctp dport @service-nodeports counter name "localhost-nodeport-rejected-sctp" reject',
     'meta l4proto . sctp dport @no-endpoint-nodeports counter name "localhost-nodeport-rejected-sctp" reject',
   ]);
   // Another family served does not add this family's rules.
-  const v6only = buildSkeleton(buildContext(state(), { ...CFG, localhostNodePorts: [6] }), 0);
-  assert.ok(!v6only.chains.some((c) => c.chain.name === LOCALHOST_CHAIN));
+  const v6only = buildContext(state(), { ...CFG, localhostNodePorts: [6] });
+  assert.ok(!classDispatchChains(v6only, classes).some((c) => c.chain.name === LOCALHOST_CHAIN));
 });
 
 Deno.test("localhost rules: a full sync writes the counters before the rules; turning off retires the chain", async () => {

@@ -33,6 +33,8 @@ export const FIXED = {
   masquerading: "masquerading",
   serviceIPs: "service-ips",
   serviceNodePorts: "service-nodeports",
+  serviceClasses: "service-classes",
+  nodePortDispatch: "nodeport-dispatch",
   noEndpointServices: "no-endpoint-services",
   noEndpointNodePorts: "no-endpoint-nodeports",
   firewallIPs: "firewall-ips",
@@ -104,6 +106,32 @@ export function parseClassChain(
   if (m === null) return undefined;
   const kind = m[1] === "dnat" ? "dnat" : m[1] === "external-dnat" ? "external" : "nodeport";
   return { kind, proto: m[2] as L4, n: Number(m[3]), gen: m[4] === undefined ? 0 : Number(m[4]) };
+}
+
+const CLASS_SET_PREFIX = "frontends-";
+
+/**
+ * Name of the set holding the frontends that class chain `chain` serves
+ * (`frontends-dnat-tcp-3`): a frontend moves between classes by a plain set
+ * element delete and add, which the kernel commits without validating the
+ * table (a verdict element would make it walk every verdict map).
+ */
+export function classSetName(chain: string): string {
+  return CLASS_SET_PREFIX + chain;
+}
+
+/** The class chain whose frontends set `name` holds, or undefined for any other set. */
+export function classOfSet(name: string): string | undefined {
+  if (!name.startsWith(CLASS_SET_PREFIX)) return undefined;
+  const chain = name.slice(CLASS_SET_PREFIX.length);
+  return parseClassChain(chain) === undefined ? undefined : chain;
+}
+
+/** The class chain a verdict (`goto dnat-tcp-3`) goes to, or undefined for any other verdict. */
+export function classOfVerdict(verdict: string | undefined): string | undefined {
+  if (verdict === undefined || !verdict.startsWith("goto ")) return undefined;
+  const chain = verdict.slice(5);
+  return parseClassChain(chain) === undefined ? undefined : chain;
 }
 
 /** nftables' NFT_NAME_MAXLEN is 256 including the NUL. */

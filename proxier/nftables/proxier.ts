@@ -40,6 +40,7 @@ import { planPartial } from "./plan/partial.ts";
 import { type Drift, kernelDrift } from "./drift.ts";
 import type { LogFn } from "../../net/log.ts";
 import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
+import { classDispatchChains } from "./skeleton.ts";
 import {
   nextStaleDeadline,
   planStaleDeletion,
@@ -168,7 +169,7 @@ export class Proxier {
       const { ctx, key } = this.contextFor(input);
       let ops = 0;
       let txs = 0;
-      const deleted = await this.deleteStale();
+      const deleted = await this.deleteStale(ctx);
       ops += deleted.ops;
       txs += deleted.ops > 0 ? 1 : 0;
       const full = this.nextSyncFull || this.written.empty;
@@ -401,8 +402,9 @@ export class Proxier {
   }
 
   /** Deletes stale chains and sets in their own transaction; a failure is only logged. */
-  private async deleteStale(): Promise<{ ops: number; chains: number }> {
-    const p = planStaleDeletion(this.written, this.now(), this.staleDelay);
+  private async deleteStale(ctx: BuildContext): Promise<{ ops: number; chains: number }> {
+    const dispatch = (left: readonly string[]) => classDispatchChains(ctx, left);
+    const p = planStaleDeletion(this.written, this.now(), this.staleDelay, dispatch);
     if (p === null) return { ops: 0, chains: 0 };
     try {
       await this.client.run(p.tx);
@@ -420,7 +422,7 @@ export class Proxier {
         }
         tried.push({ ...step, inUse });
       }
-      this.written.commit(staleRetryDelta(tried, this.now() + STALE_RETRY_MS));
+      this.written.commit(staleRetryDelta(tried, this.now() + STALE_RETRY_MS, p.rewrites));
       const kept = tried.filter((t) => t.inUse).length;
       if (kept > 0) {
         this.log("warn", "Unable to delete stale chains or sets; will retry later", {

@@ -87,13 +87,16 @@ Deno.test("proxier: an endpoint change is a few element ops; partial equals a fr
   const noop = await must(p.sync(input(state, [serviceId(3)])));
   assert.equal(noop.ops, 0, "a 'changed' port whose rules are identical costs nothing");
 
-  // Add a service with one endpoint: a verdict, a bucket, a ClusterIP, and class dnat-1.
+  // Add a service with one endpoint: its class-set element, a bucket, a ClusterIP, and the new
+  // class dnat-tcp-1 (its set, its chain and rule, and service-classes rewritten with its rule).
   const id = addService(state, 100);
   const add = await must(p.sync(input(state, [id])));
+  const classes = (await fake.listChain("service-classes"))!.rules.length;
+  assert.equal(classes, 2, "dnat-tcp-3 and dnat-tcp-1");
   assert.equal(
     add.ops,
-    5,
-    "service-ips + endpoints + cluster-ips elements, dnat-tcp-1 chain + rule",
+    3 + 1 + 2 + 2 + classes,
+    "3 elements, set, chain + rule, service-classes add + flush + its rules",
   );
   assert.equal(await settledDump(p, clock, fake, state), await freshDump(state));
 
@@ -108,7 +111,7 @@ Deno.test("proxier: an endpoint change is a few element ops; partial equals a fr
   const more = syntheticEndpoints(200, { ...OPTS, endpointsPerService: 2 });
   state.endpoints.set(id, [...state.endpoints.get(id)!, ...more]);
   const grow = await must(p.sync(input(state, [id])));
-  assert.equal(grow.ops, 4, "add buckets 1 and 2, re-point the verdict (delete + add)");
+  assert.equal(grow.ops, 4, "add buckets 1 and 2, move to the dnat-tcp-3 set (delete + add)");
   assert.equal(await settledDump(p, clock, fake, state), await freshDump(state));
 
   // Delete the service: its elements go; no chain was ever its own.
@@ -154,7 +157,10 @@ Deno.test("proxier: a stale class chain reused before deletion is kept", async (
   state.endpoints.set(id, syntheticEndpoints(9, { ...OPTS, endpointsPerService: 4 }));
   const back = await must(p.sync(input(state, [id])));
   assert.ok(!p.written.staleChains.has("dnat-tcp-4"));
-  assert.ok(!fake.lastTransaction!.ops.some((o) => o.obj.kind === "chain"), "nothing re-created");
+  const recreated = fake.lastTransaction!.ops.some((o) =>
+    o.obj.kind === "chain" && o.obj.name === "dnat-tcp-4"
+  );
+  assert.ok(!recreated, "the class chain is not re-created");
   assert.ok(back.ops > 0);
   clock.t += 5000;
   assert.equal((await must(p.sync(input(state)))).deletedChains, 0);
@@ -251,9 +257,9 @@ Deno.test("proxier: full sync repairs a deleted table, missing elements and fore
   const want = fake.dump();
 
   // Tamper: drop an element, add a foreign chain and a foreign element.
-  const [victim] = await fake.listElements("map", "service-ips");
+  const [victim] = await fake.listElements("set", "frontends-dnat-tcp-1");
   const tamper = new Transaction()
-    .delete({ kind: "element", map: "service-ips", key: victim.key })
+    .delete({ kind: "element", set: "frontends-dnat-tcp-1", key: victim.key })
     .add({ kind: "chain", name: "intruder" })
     .add({ kind: "element", set: "cluster-ips", key: ["198.18.250.250"] });
   await fake.run(tamper);
@@ -334,7 +340,8 @@ Deno.test("proxier: a cold start failing midway is adopted by the next full sync
     n++ === 2 ? Promise.reject(new Error("chunk 3 fails")) : realRun(tx);
   const { clock, p } = setup(fake, { maxOpsPerTransaction: 40 });
   await assert.rejects(p.sync(input(state)), /chunk 3 fails/);
-  assert.ok((await fake.listElements("map", "service-ips")).length > 0, "earlier chunks landed");
+  const landed = await fake.listElements("map", "endpoints-tcp");
+  assert.ok(landed.length > 0, "earlier chunks landed");
   const r = await must(p.sync(input(state)));
   assert.equal(r.full, true);
   const dump = await settledDump(p, clock, fake, state);

@@ -7,7 +7,16 @@
  */
 import type { Chain, Map as NftMap, Set as NftSet } from "../../ffi/nftables/types.ts";
 import type { BuildContext } from "./context.ts";
-import { classChainName, type ClassKind, endpointsMapName, FIXED, type L4, L4S } from "./names.ts";
+import {
+  classChainName,
+  type ClassKind,
+  classSetName,
+  endpointsMapName,
+  FIXED,
+  type L4,
+  L4S,
+  parseClassChain,
+} from "./names.ts";
 import { localhostChain, localhostJump } from "./localhost.ts";
 
 /** A chain with its complete rule list (nft syntax bodies). */
@@ -125,6 +134,61 @@ export function classChain(
   return { chain: chain(classChainName(kind, proto, n, gen)), rules };
 }
 
+/** The set of the frontends class chain `chain` serves (keyed like the dispatch maps). */
+export function classSet(ctx: BuildContext, chain: string): NftSet {
+  const nodePort = parseClassChain(chain)?.kind === "nodeport";
+  return {
+    kind: "set",
+    name: classSetName(chain),
+    type: nodePort ? "inet_proto . inet_service" : `${ctx.addrType} . inet_proto . inet_service`,
+    comment: `frontends served by ${chain}`,
+  };
+}
+
+/**
+ * The chains whose rules follow the class chains in use (`classes`): one rule per class in
+ * `service-classes` (ClusterIP and external) or `nodeport-dispatch` (after its verdict map), a
+ * set lookup and a goto, fewest endpoints first (the commonest); and, with localhost NodePorts, the loopback check,
+ * which rejects UDP and SCTP to every NodePort, those of class sets included.
+ */
+export function classDispatchChains(ctx: BuildContext, classes: Iterable<string>): ChainSpec[] {
+  const parsed = [...classes].map((name) => ({ name, ...parseClassChain(name)! }))
+    .sort((a, b) => a.n - b.n || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const tuple = `${ctx.ip} daddr . meta l4proto . th dport`;
+  const rule = (c: { name: string }, key: string) =>
+    `${key} @${classSetName(c.name)} goto ${c.name}`;
+  const nodePort = parsed.filter((c) => c.kind === "nodeport");
+  const out: ChainSpec[] = [
+    {
+      chain: chain(FIXED.serviceClasses),
+      rules: parsed.filter((c) => c.kind !== "nodeport").map((c) => rule(c, tuple)),
+    },
+    {
+      chain: chain(FIXED.nodePortDispatch),
+      rules: [
+        `meta l4proto . th dport vmap @${FIXED.serviceNodePorts}`,
+        ...nodePort.map((c) => rule(c, "meta l4proto . th dport")),
+      ],
+    },
+  ];
+  if (ctx.localhostNodePorts) {
+    out.push(localhostChain(nodePort.map((c) => ({ proto: c.proto, set: classSetName(c.name) }))));
+  }
+  return out;
+}
+
+/** Class chains whose dispatch rule exists: present (live or stale) with their set live. */
+export function dispatchedClasses(
+  chains: Iterable<string>,
+  hasSet: (name: string) => boolean,
+): string[] {
+  const out: string[] = [];
+  for (const name of chains) {
+    if (parseClassChain(name) !== undefined && hasSet(classSetName(name))) out.push(name);
+  }
+  return out;
+}
+
 /** The skeleton for `ctx`, with the endpoint maps of generation `gen`. */
 export function buildSkeleton(ctx: BuildContext, gen: number): Skeleton {
   return {
@@ -186,7 +250,10 @@ function baseChains(ctx: BuildContext): ChainSpec[] {
   ];
 }
 
-/** The regular chains the base chains jump to: dispatch, checks, reject and masquerade. */
+/**
+ * The regular chains the base chains jump to: dispatch, checks, reject and masquerade (the
+ * class dispatch and localhost chains follow the classes in use: {@link classDispatchChains}).
+ */
 function regularChains(ctx: BuildContext): ChainSpec[] {
   const ip = ctx.ip;
   const tuple = `${ip} daddr . meta l4proto . th dport`;
@@ -200,7 +267,8 @@ function regularChains(ctx: BuildContext): ChainSpec[] {
       rules: [
         ...(masq === undefined ? [] : [masq]),
         `${tuple} vmap @${FIXED.serviceIPs}`,
-        `${nodePortMatch} meta l4proto . th dport vmap @${FIXED.serviceNodePorts}`,
+        `jump ${FIXED.serviceClasses}`,
+        `${nodePortMatch} jump ${FIXED.nodePortDispatch}`,
       ],
     },
     {
@@ -220,7 +288,6 @@ function regularChains(ctx: BuildContext): ChainSpec[] {
       ],
     },
     { chain: chain(FIXED.firewallCheck), rules: [`${tuple} vmap @${FIXED.firewallIPs}`] },
-    ...(ctx.localhostNodePorts ? [localhostChain()] : []),
     { chain: chain(FIXED.rejectChain), rules: ["reject"] },
     {
       chain: chain(FIXED.masquerading),

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { buildContext } from "./context.ts";
-import { buildSkeleton, classChain } from "./skeleton.ts";
+import { buildSkeleton, classChain, classDispatchChains } from "./skeleton.ts";
 import { CFG, ctx4, state } from "./testing.ts";
 
 const rulesOf = (name: string, cfg = CFG) =>
@@ -8,7 +8,8 @@ const rulesOf = (name: string, cfg = CFG) =>
 
 Deno.test("skeleton: each map and set is bound by one or two rules; no anonymous sets", () => {
   const sk = buildSkeleton(ctx4(), 0);
-  const rules = sk.chains.flatMap((c) => c.rules);
+  const dispatch = classDispatchChains(ctx4(), []);
+  const rules = [...sk.chains, ...dispatch].flatMap((c) => c.rules);
   for (const s of sk.sets) {
     const users = rules.filter((r) => r.includes(`@${s.name}`)).length;
     // The endpoint maps are bound by the class chains only.
@@ -26,6 +27,20 @@ Deno.test("skeleton: each map and set is bound by one or two rules; no anonymous
     "ip daddr 198.20.0.0/24 drop",
   ]);
   assert.deepEqual(sk.nodePortIPs, ["198.18.0.1"]);
+});
+
+Deno.test("skeleton: one rule per class in use, fewest endpoints first, NodePorts apart", () => {
+  const classes = ["dnat-tcp-10", "external-dnat-udp-2", "nodeport-dnat-tcp-3", "dnat-tcp-2"];
+  const [svc, np] = classDispatchChains(ctx4(), classes);
+  assert.deepEqual(svc.rules, [
+    "ip daddr . meta l4proto . th dport @frontends-dnat-tcp-2 goto dnat-tcp-2",
+    "ip daddr . meta l4proto . th dport @frontends-external-dnat-udp-2 goto external-dnat-udp-2",
+    "ip daddr . meta l4proto . th dport @frontends-dnat-tcp-10 goto dnat-tcp-10",
+  ]);
+  assert.deepEqual(np.rules, [
+    "meta l4proto . th dport vmap @service-nodeports",
+    "meta l4proto . th dport @frontends-nodeport-dnat-tcp-3 goto nodeport-dnat-tcp-3",
+  ]);
 });
 
 Deno.test("skeleton: ClusterIP traffic from outside the pod network is marked, per detector", () => {
@@ -52,8 +67,8 @@ Deno.test("skeleton: nodePortAddresses 0.0.0.0/0 uses fib and no nodeport-ips el
   const sk = buildSkeleton(buildContext(state(), { ...CFG, nodePortAddresses: ["0.0.0.0/0"] }), 0);
   const services = sk.chains.find((c) => c.chain.name === "services")!.rules;
   assert.equal(
-    services[2],
-    "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports",
+    services.at(-1),
+    "fib daddr type local ip daddr != 127.0.0.0/8 jump nodeport-dispatch",
   );
   assert.deepEqual(sk.nodePortIPs, []);
 });

@@ -12,7 +12,17 @@
  * @module
  */
 import { type Chain, type Set as NftSet, Transaction } from "../../ffi/nftables/types.ts";
+import { classSetName, parseClassChain } from "./names.ts";
+import { chainDigest } from "./plan/common.ts";
+import { type ChainSpec, dispatchedClasses } from "./skeleton.ts";
 import { type Delta, newDelta, type WrittenState } from "./written_state.ts";
+
+/**
+ * The class dispatch chains for the classes `left` (skeleton.ts classDispatchChains, bound to
+ * the family's build context): a class chain's dispatch rule and frontends set stay while the
+ * chain lingers stale, so a class that empties and fills again costs no rule write.
+ */
+export type DispatchFor = (left: readonly string[]) => ChainSpec[];
 
 /** A stale-object deletion: its transaction and the delta to commit when it succeeds. */
 export interface StalePlan {
@@ -24,13 +34,21 @@ export interface StalePlan {
   chains: string[];
   /** Sets it deletes. */
   sets: string[];
+  /** The rewrite of the dispatch chains that named deleted classes (the start of `tx`). */
+  prelude: Transaction;
+  /** Those dispatch chains, with their new digests. */
+  rewrites: [string, string][];
 }
 
-/** Plans deletion of what has been stale for at least `delayMs`, or null when nothing is due. */
+/**
+ * Plans deletion of what has been stale for at least `delayMs`, or null when nothing is due.
+ * A class chain goes with its frontends set, after `dispatch` rewrote the chains that named it.
+ */
 export function planStaleDeletion(
   written: WrittenState,
   now: number,
   delayMs: number,
+  dispatch?: DispatchFor,
 ): StalePlan | null {
   const chains: string[] = [];
   for (const [name, at] of written.staleChains) {
@@ -43,9 +61,22 @@ export function planStaleDeletion(
     if (written.sets.has(name)) continue;
     if (now - at >= delayMs) sets.push(name);
   }
+  const gone = new Set(chains.filter((c) => parseClassChain(c) !== undefined));
+  for (const c of gone) {
+    const set = classSetName(c);
+    if (written.sets.has(set) && !sets.includes(set)) sets.push(set);
+  }
   if (chains.length === 0 && sets.length === 0) return null;
   const tx = new Transaction();
   const delta = newDelta();
+  const rewrites = gone.size > 0 && dispatch ? dispatchRewrites(written, gone, dispatch) : [];
+  const prelude = new Transaction();
+  for (const [c, digest] of rewrites) {
+    prelude.add(c.chain).flush({ kind: "chain", name: c.chain.name } as Chain);
+    for (const rule of c.rules) prelude.add({ kind: "rule", chain: c.chain.name, rule });
+    delta.chains.set(c.chain.name, digest);
+  }
+  tx.ops.push(...prelude.ops);
   for (const name of chains) {
     tx.delete({ kind: "chain", name } as Chain);
     delta.staleChains.set(name, null);
@@ -55,14 +86,31 @@ export function planStaleDeletion(
   for (const name of sets) {
     tx.delete({ kind: "set", name } as NftSet);
     delta.staleSets.set(name, null);
+    delta.sets.set(name, null);
   }
-  return { tx, delta, chains, sets };
+  const named = rewrites.map(([c, digest]): [string, string] => [c.chain.name, digest]);
+  return { tx, delta, chains, sets, prelude, rewrites: named };
+}
+
+/** The dispatch chains that change once the classes `gone` are deleted. */
+function dispatchRewrites(
+  written: WrittenState,
+  gone: ReadonlySet<string>,
+  dispatch: DispatchFor,
+): [ChainSpec, string][] {
+  const present = [...written.chains.keys(), ...written.staleChains.keys()];
+  const left = dispatchedClasses(
+    present.filter((c) => !gone.has(c)),
+    (s) => written.sets.has(s),
+  );
+  return dispatch(left).map((c): [ChainSpec, string] => [c, chainDigest(c)])
+    .filter(([c, digest]) => written.chains.get(c.chain.name) !== digest);
 }
 
 /** One object of a stale deletion, in a transaction of its own. */
 export interface StaleStep {
-  /** What is deleted. */
-  kind: "chain" | "set";
+  /** What is deleted (`rewrite`: the dispatch chains first rewritten without it). */
+  kind: "chain" | "set" | "rewrite";
   /** Its name. */
   name: string;
   /** The deletion alone. */
@@ -75,27 +123,43 @@ export interface StaleTry extends StaleStep {
   inUse: boolean;
 }
 
-/** The objects of `p` one at a time (chains first), to try after its batch failed. */
+/** The objects of `p` one at a time (the dispatch rewrite, then chains), to try after its batch failed. */
 export function staleSteps(p: StalePlan): StaleStep[] {
   const step = (kind: "chain" | "set", name: string): StaleStep => {
     const tx = new Transaction();
     tx.delete(kind === "chain" ? { kind, name } as Chain : { kind, name } as NftSet);
     return { kind, name, tx };
   };
-  return [...p.chains.map((n) => step("chain", n)), ...p.sets.map((n) => step("set", n))];
+  const rewrite: StaleStep[] = p.prelude.size === 0
+    ? []
+    : [{ kind: "rewrite", name: "class dispatch", tx: p.prelude }];
+  return [
+    ...rewrite,
+    ...p.chains.map((n) => step("chain", n)),
+    ...p.sets.map((n) => step("set", n)),
+  ];
 }
 
 /**
  * The delta after each object was tried on its own: what is gone (deleted
  * now, or already) is forgotten; what is still in use (by someone else) is
- * tried again at `retryAt`.
+ * tried again at `retryAt`. A rewrite that went through commits `rewrites`' digests.
  */
-export function staleRetryDelta(tried: readonly StaleTry[], retryAt: number): Delta {
+export function staleRetryDelta(
+  tried: readonly StaleTry[],
+  retryAt: number,
+  rewrites: readonly [string, string][] = [],
+): Delta {
   const d = newDelta();
   for (const t of tried) {
+    if (t.kind === "rewrite") {
+      if (!t.inUse) { for (const [name, digest] of rewrites) d.chains.set(name, digest); }
+      continue;
+    }
     const stale = t.kind === "chain" ? d.staleChains : d.staleSets;
     stale.set(t.name, t.inUse ? retryAt : null);
     if (t.kind === "chain" && !t.inUse) d.chains.set(t.name, null);
+    if (t.kind === "set" && !t.inUse) d.sets.set(t.name, null);
   }
   return d;
 }

@@ -91,10 +91,22 @@ async function checkTable(
   return p.frontends;
 }
 
-/** How many elements the dispatch map holds (0 without a table). */
+/** Frontends dispatched to class chains: elements of every class set (0 without a table). */
 async function dispatchCount(): Promise<number> {
-  const r = await run(["nft", "list", "map", "ip", "kube-proxy", "service-ips"], { check: false });
-  return r.code === 0 ? (r.stdout.match(/: goto /g) ?? []).length : 0;
+  return (await classSetElements()).length;
+}
+
+/** One line per element of the class chains' frontends sets, each with its set's name. */
+async function classSetElements(): Promise<string[]> {
+  const sets = await run(["nft", "list", "sets", "ip"], { check: false });
+  const names = [...sets.stdout.matchAll(/set (frontends-\S+) \{/g)].map((m) => m[1]);
+  const out: string[] = [];
+  for (const name of names) {
+    const r = await run(["nft", "list", "set", "ip", "kube-proxy", name], { check: false });
+    if (r.code !== 0) continue;
+    for (const m of r.stdout.matchAll(/comment "/g)) out.push(`${name} ${m.index}`);
+  }
+  return out;
 }
 
 /** Elements of cluster-ips (one per programmed Service; 0 without a table). */
@@ -103,10 +115,9 @@ async function clusterIPCount(): Promise<number> {
   return r.code === 0 ? (r.stdout.match(/\d+\.\d+\.\d+\.\d+ comment/g) ?? []).length : 0;
 }
 
-/** Dispatch elements pointing to class chains of generation `gen`. */
+/** Frontends dispatched to class chains of generation `gen`. */
 async function inGeneration(gen: number): Promise<number> {
-  const r = await run(["nft", "list", "map", "ip", "kube-proxy", "service-ips"], { check: false });
-  return r.code === 0 ? (r.stdout.match(new RegExp(`-g${gen}\\b`, "g")) ?? []).length : 0;
+  return (await classSetElements()).filter((e) => new RegExp(`-g${gen} `).test(e)).length;
 }
 
 async function deleteTable(): Promise<void> {

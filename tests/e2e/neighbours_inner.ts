@@ -190,7 +190,9 @@ async function traceAndExplain(): Promise<void> {
 async function deletedDispatchElement(c: Ctx): Promise<void> {
   await repairedAfter(
     c,
-    () => nft("delete", "element", "ip", "kube-proxy", "service-ips", `{ ${WEB} . tcp . 80 }`),
+    // WEB has one endpoint: its frontend is in the set of class chain dnat-tcp-1.
+    () =>
+      nft("delete", "element", "ip", "kube-proxy", "frontends-dnat-tcp-1", `{ ${WEB} . tcp . 80 }`),
   );
   await reaches(topo, "tcp", WEB, 80, ["b"], TRAFFIC_MS);
 }

@@ -10,7 +10,13 @@ import type { Element, Set as NftSet, Transaction } from "../../../ffi/nftables/
 import type { BuildContext } from "../context.ts";
 import { FIXED, parseClassChain } from "../names.ts";
 import type { ServiceRules } from "../service_rules.ts";
-import { type ChainSpec, classChain } from "../skeleton.ts";
+import {
+  type ChainSpec,
+  classChain,
+  classDispatchChains,
+  classSet,
+  dispatchedClasses,
+} from "../skeleton.ts";
 import type { TxBuilder, Unit } from "../tx_builder.ts";
 import {
   type Delta,
@@ -149,7 +155,11 @@ export function hairpinElement(ip: string): Element {
 
 /**
  * Class chains follow their reference counts: one that gained users is
- * written (or kept from going stale), one that lost them goes stale.
+ * written with its frontends set (or kept from going stale), one that lost
+ * them goes stale. The dispatch chains get one rule per class chain present
+ * with its set, stale ones included: a class that empties and fills again
+ * before its deletion (stale.ts) costs no rule write. Returns the names of
+ * the dispatch chains (a full plan keeps them).
  */
 export function settleClasses(
   d: Draft,
@@ -157,22 +167,32 @@ export function settleClasses(
   gen: number,
   now: number,
   tb: TxBuilder,
-): void {
+): string[] {
   const names = new Set([...d.keys("classes"), ...d.base.classes.keys()]);
   for (const name of names) {
-    const used = d.has("classes", name);
     const c = parseClassChain(name)!;
-    if (used) {
-      if (c.gen !== gen) throw new Error(`class chain ${name} is not of generation ${gen}`);
-      const spec = classChain(ctx, c.kind, c.proto, c.n, gen);
-      if (d.get("chains", name) === chainDigest(spec)) {
-        if (d.has("staleChains", name)) d.set("staleChains", name, null);
-      } else {
-        ensureChain(d, spec, tb.head);
-      }
-    } else if (d.has("chains", name) && !d.has("staleChains", name)) {
+    if (!d.has("classes", name)) {
       // Unreferenced once this transaction commits; deleted later (stale.ts).
-      d.set("staleChains", name, now);
+      if (d.has("chains", name) && !d.has("staleChains", name)) d.set("staleChains", name, now);
+      continue;
+    }
+    if (c.gen !== gen) throw new Error(`class chain ${name} is not of generation ${gen}`);
+    const set = classSet(ctx, name), setName = set.name, digest = setDigest(set);
+    if (d.get("sets", setName) !== digest) {
+      tb.head.set(set);
+      d.set("sets", setName, digest);
+    }
+    if (d.has("staleSets", setName)) d.set("staleSets", setName, null);
+    const spec = classChain(ctx, c.kind, c.proto, c.n, gen);
+    if (d.get("chains", name) === chainDigest(spec)) {
+      if (d.has("staleChains", name)) d.set("staleChains", name, null);
+    } else {
+      ensureChain(d, spec, tb.head);
     }
   }
+  const present = [...d.keys("chains"), ...d.keys("staleChains")];
+  const classes = dispatchedClasses(new Set(present), (s) => d.has("sets", s));
+  const dispatch = classDispatchChains(ctx, classes);
+  for (const c of dispatch) ensureChain(d, c, tb.head);
+  return dispatch.map((c) => c.chain.name);
 }

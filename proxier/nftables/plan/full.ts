@@ -23,10 +23,11 @@ import {
   diffFrontend,
   encodeFrontend,
   frontendClassChain,
+  IN_VMAP,
   renderFrontend,
   withBucketsOf,
 } from "../frontend.ts";
-import { FIXED, parseClassChain } from "../names.ts";
+import { classOfSet, classOfVerdict, classSetName, FIXED, parseClassChain } from "../names.ts";
 import {
   claimMatches,
   claimRecord,
@@ -85,24 +86,45 @@ interface Listed {
 /** The frontend elements the kernel view shows, by key (bucket maps are not listed). */
 function listedFrontends(view: KernelView): Map<string, Listed> {
   const out = new Map<string, Listed>();
+  const entry = (key: string, nodePort: boolean, comment: string | undefined) => {
+    let f = out.get(key);
+    if (f === undefined) out.set(key, f = { nodePort, e: {} });
+    f.comment ??= comment;
+    return f;
+  };
   for (const [map, nodePort] of LISTED_MAPS) {
     for (const el of view.elements.get(map) ?? []) {
-      const key = el.key.join(" . ");
-      let f = out.get(key);
-      if (f === undefined) out.set(key, f = { nodePort, e: {} });
-      f.comment ??= el.comment;
+      const f = entry(el.key.join(" . "), nodePort, el.comment);
       const v = (el.value ?? []).join(" ");
-      if (map === FIXED.serviceIPs || map === FIXED.serviceNodePorts) f.e.verdict = v;
-      else if (map === FIXED.firewallIPs) f.e.firewall = v;
+      if (map === FIXED.serviceIPs || map === FIXED.serviceNodePorts) {
+        // A class verdict in the map is of the layout before class sets: to be moved.
+        f.e.verdict = classOfVerdict(v) === undefined ? v : IN_VMAP + v;
+      } else if (map === FIXED.firewallIPs) f.e.firewall = v;
       else f.e.noEndpoint = v;
+    }
+  }
+  for (const [name, els] of view.elements) {
+    const cls = classOfSet(name);
+    if (cls === undefined) continue;
+    const nodePort = parseClassChain(cls)!.kind === "nodeport";
+    for (const el of els) {
+      const f = entry(el.key.join(" . "), nodePort, el.comment);
+      f.e.verdict ??= `goto ${cls}`;
     }
   }
   return out;
 }
 
+/** True when the view listed the place that holds `verdict` of a frontend. */
+function verdictListed(view: KernelView, nodePort: boolean, verdict: string | undefined): boolean {
+  const cls = classOfVerdict(verdict);
+  if (cls !== undefined) return view.elements.has(classSetName(cls));
+  return view.elements.has(nodePort ? FIXED.serviceNodePorts : FIXED.serviceIPs);
+}
+
 /**
  * A targeted check's belief about a frontend: as written, except for the
- * fields of the dispatch maps the check listed, which are as listed.
+ * fields whose dispatch maps or class sets the check listed, which are as listed.
  */
 function asListed(
   spec: string,
@@ -111,12 +133,16 @@ function asListed(
   view: KernelView,
 ): string {
   const maps = LISTED_MAPS.filter(([m, np]) => np === nodePort && view.elements.has(m));
-  if (maps.length === 0) return spec;
   const f = decodeFrontend(spec);
+  const verdict = verdictListed(view, nodePort, f.verdict);
+  if (maps.length === 0 && !verdict) return spec;
+  // A verdict listed elsewhere than where it was written is believed only with nothing written.
+  if (verdict || f.verdict === undefined) f.verdict = head?.verdict;
   for (const [map] of maps) {
-    if (map === FIXED.serviceIPs || map === FIXED.serviceNodePorts) f.verdict = head?.verdict;
-    else if (map === FIXED.firewallIPs) f.firewall = head?.firewall;
-    else f.noEndpoint = head?.noEndpoint;
+    if (map === FIXED.firewallIPs) f.firewall = head?.firewall;
+    else if (map !== FIXED.serviceIPs && map !== FIXED.serviceNodePorts) {
+      f.noEndpoint = head?.noEndpoint;
+    }
   }
   return encodeFrontend(f);
 }
@@ -294,7 +320,7 @@ function planClasses(s: FullState): void {
     if (d.get("classes", name) !== n) d.set("classes", name, n);
     s.wanted.add(name);
   }
-  settleClasses(d, input.ctx, s.gen, input.now, s.tb);
+  for (const name of settleClasses(d, input.ctx, s.gen, input.now, s.tb)) s.wanted.add(name);
 }
 
 /** Services: a unit per service port, yielded in transactions of about `maxOps` operations. */
@@ -388,6 +414,10 @@ function retire(s: FullState, c: SharedCounts): void {
   // we were down) go once the chains using them are gone.
   const wantedSets = new Set(s.skeleton.sets.map((set) => set.name));
   for (const r of input.services.values()) for (const set of r.sets) wantedSets.add(set.name);
+  // A class chain's set stays while the chain does (stale.ts deletes them together).
+  for (const name of [...d.keys("chains"), ...d.keys("staleChains")]) {
+    if (parseClassChain(name) !== undefined) wantedSets.add(classSetName(name));
+  }
   for (const name of [...d.keys("sets")]) {
     if (wantedSets.has(name)) continue;
     d.set("sets", name, null);

@@ -1,14 +1,14 @@
 /**
  * The cheap look at the kernel a full sync plans against (plan/full.ts) and
  * checks for drift (drift.ts): chain and set names, rule counts when the
- * client can count them, and the elements of the dispatch maps and the small
- * shared sets. Endpoint bucket maps are never listed: that costs seconds at
+ * client can count them, and the elements of the dispatch maps, the class
+ * chains' frontends sets and the small shared sets. Endpoint bucket maps are never listed: that costs seconds at
  * scale.
  *
  * @module
  */
 import type { Element, NftablesClient } from "../../../ffi/nftables/types.ts";
-import { FIXED } from "../names.ts";
+import { classOfSet, FIXED } from "../names.ts";
 
 /** What a cheap look at the kernel found. */
 export interface KernelView {
@@ -41,6 +41,11 @@ export const LISTED_MAPS: readonly [string, boolean][] = [
 /** Sets a full sync lists (hairpin only while small: see {@link readKernelView}). */
 export const LISTED_SETS: readonly string[] = [FIXED.clusterIPs, FIXED.nodePortIPs, FIXED.hairpin];
 
+/** True for a set a full sync lists: a fixed one of {@link LISTED_SETS} or a class's frontends. */
+export function isListedSet(name: string): boolean {
+  return LISTED_SETS.includes(name) || classOfSet(name) !== undefined;
+}
+
 /**
  * Reads the {@link KernelView} of the client's table. The hairpin set holds
  * one element per local endpoint: it is listed only when `listHairpin`.
@@ -61,9 +66,7 @@ export async function readKernelView(
   const sets = await client.listSets();
   view.sets = sets.map((s) => s.name);
   for (const s of sets) {
-    const listed = s.kind === "map"
-      ? LISTED_MAPS.some(([m]) => m === s.name)
-      : LISTED_SETS.includes(s.name);
+    const listed = s.kind === "map" ? LISTED_MAPS.some(([m]) => m === s.name) : isListedSet(s.name);
     if (!listed || (s.name === FIXED.hairpin && !listHairpin)) continue;
     elements.set(s.name, await client.listElements(s.kind, s.name));
   }

@@ -11,7 +11,7 @@ import { elementCheck, type Touched } from "../foreign.ts";
 import { FIXED } from "../names.ts";
 import { UNKNOWN, type WrittenState } from "../written_state.ts";
 import { digestRules } from "./common.ts";
-import { type KernelView, readKernelView } from "./kernel_view.ts";
+import { isListedSet, type KernelView, readKernelView } from "./kernel_view.ts";
 
 /**
  * Reads the {@link KernelView} for `t`: chain names and rule counts when a
@@ -45,9 +45,7 @@ export async function readTouchedView(
   const elements = new Map<string, Element[]>();
   for (const name of new Set([...t.elements, ...t.sets])) {
     if (elementCheck(name) !== "list" || (name === FIXED.hairpin && !listHairpin)) continue;
-    const kind = name === FIXED.clusterIPs || name === FIXED.nodePortIPs || name === FIXED.hairpin
-      ? "set"
-      : "map";
+    const kind = isListedSet(name) ? "set" : "map";
     // A deleted one is listed as empty: planFull declares it again and refills it.
     elements.set(name, present.has(name) ? await client.listElements(kind, name) : []);
   }

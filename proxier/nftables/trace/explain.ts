@@ -9,7 +9,7 @@
  * @module
  */
 import type { Element } from "../../../ffi/nftables/types.ts";
-import { FIXED } from "../names.ts";
+import { classOfSet, FIXED } from "../names.ts";
 import type { RulesetReader } from "./reader.ts";
 import { type Packet, trace, type TraceResult } from "./tracer.ts";
 
@@ -79,6 +79,24 @@ const DISPATCH: [string, boolean][] = [
   [FIXED.firewallIPs, false],
 ];
 
+const KIND_ORDER: ExplainedFrontend["kind"][] = [
+  "ClusterIP",
+  "ExternalIP/LoadBalancer",
+  "NodePort",
+];
+
+/** The dispatch maps, then the class chains' frontends sets the class dispatch chains look up. */
+async function dispatchPlaces(reader: RulesetReader): Promise<[string, boolean][]> {
+  const out = [...DISPATCH];
+  for (const [chain, nodePort] of [[FIXED.serviceClasses, false], [FIXED.nodePortDispatch, true]]) {
+    for (const r of (await reader.rules(chain as string)) ?? []) {
+      const set = /@(\S+)/.exec(r.rule)?.[1];
+      if (set !== undefined && classOfSet(set) !== undefined) out.push([set, nodePort as boolean]);
+    }
+  }
+  return out;
+}
+
 function text(map: string, e: Element): string {
   return `${map}: ${e.key.join(" . ")}${e.value ? ` : ${e.value.join(" . ")}` : ""}`;
 }
@@ -98,7 +116,7 @@ export async function explain(
       e.key[0]
     ),
   );
-  for (const [map, nodePort] of DISPATCH) {
+  for (const [map, nodePort] of await dispatchPlaces(reader)) {
     for (const e of await reader.elements(map)) {
       const c = e.comment ?? "";
       if (!c.startsWith(`${service}:`)) continue;
@@ -116,7 +134,7 @@ export async function explain(
         fs.set(key, f = { kind, key, elements: [], chains: [], reach: [] });
       }
       f.elements.push(text(map, e));
-      const target = e.value?.join(" ").match(/^goto (\S+)$/)?.[1];
+      const target = classOfSet(map) ?? e.value?.join(" ").match(/^goto (\S+)$/)?.[1];
       if (target !== undefined && target !== FIXED.rejectChain) f.chains.push(target);
     }
   }
@@ -139,6 +157,7 @@ export async function explain(
       f.reach = await reachOf(reader, f, env);
       port.frontends.push(f);
     }
+    port.frontends.sort((a, b) => KIND_ORDER.indexOf(a.kind) - KIND_ORDER.indexOf(b.kind));
     out.ports.push(port);
   }
   return out;

@@ -88,7 +88,7 @@ Deno.test("trace text names the steps, the verdict and each candidate's share", 
   const txt = traceText(pkt, await trace(await reader(), pkt, ENV));
   assert.match(
     txt,
-    /-> service-nodeports: tcp \. 30080 : goto nodeport-dnat-tcp-2 \(ns\/web:http\)/,
+    /-> frontends-nodeport-dnat-tcp-2: tcp \. 30080 \(ns\/web:http\)/,
   );
   assert.match(txt, /verdict: ACCEPT: DNAT/);
   assert.match(txt, /198\.18\.130\.5:8080\s+50%\s+masqueraded/);

@@ -30,6 +30,7 @@ import {
   type Res,
   selector,
 } from "./expr.ts";
+import { classOfSet } from "../names.ts";
 import type { RulesetReader } from "./reader.ts";
 import type { Branch, Packet, Step, TraceEnv, TraceResult, Verdict } from "./types.ts";
 
@@ -360,7 +361,12 @@ class Tracer {
     const rhs = t[j] ?? fail("missing value");
     let hit: boolean;
     if (rhs.startsWith("@")) {
-      hit = (await this.#element(rhs.slice(1), values)) !== undefined;
+      const e = await this.#element(rhs.slice(1), values);
+      hit = e !== undefined;
+      // A class set's element is the frontend's dispatch: the step shows it, as a vmap's would.
+      if (e !== undefined && !neg && classOfSet(rhs.slice(1)) !== undefined) {
+        run.here = { ...here, element: describe(rhs.slice(1), e) };
+      }
     } else {
       if (values.length !== 1) fail("concatenation compared to a literal");
       hit = matchLiteral(values[0], rhs, fail);

@@ -111,9 +111,7 @@ Deno.test("trace: candidates carry their share; each path has steps and a reason
   assert.match(r.reason, /^DNAT to endpoint /);
   const steps = r.branches[0].steps;
   assert.ok(
-    steps.some((s) =>
-      s.element?.startsWith("service-ips: 198.19.0.1 . tcp . 80 : goto dnat-tcp-2")
-    ),
+    steps.some((s) => s.element?.startsWith("frontends-dnat-tcp-2: 198.19.0.1 . tcp . 80")),
     JSON.stringify(steps),
   );
   assert.ok(steps.some((s) => s.element?.startsWith("endpoints-tcp: 198.19.0.1 . tcp . 80 . ")));
