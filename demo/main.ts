@@ -5,8 +5,8 @@
  * - With root, iproute2 and the native libraries: builds throwaway network namespaces (a node,
  *   an off-node client and two pods running echo servers, see tests/topology.ts), re-runs
  *   itself inside the node namespace with the fake API server and the agent, sends real traffic
- *   and prints one line per check, then the programmed `service-ips` maps read back through the
- *   libnftables FFI client. Everything is deleted at the end (also on Ctrl-C). Exit 0 when every
+ *   and prints one line per check, then the programmed dispatch (class sets, `service-ips`)
+ *   read back through the libnftables FFI client. Everything is deleted at the end (also on Ctrl-C). Exit 0 when every
  *   check passed, 1 otherwise.
  * - Otherwise (or with `--dry-run`): says what is missing and prints the nft transactions the
  *   agent would apply, from a `--dry-run` agent. Exit 0.
@@ -398,8 +398,8 @@ async function realInside(names: TopologyNames): Promise<number> {
       return 130;
     }
 
-    console.log("\nProgrammed service-ips maps (read back through libnftables):");
-    for (const line of await serviceIPs()) console.log(`  ${line}`);
+    console.log("\nProgrammed dispatch (read back through libnftables):");
+    for (const line of await dispatchElements()) console.log(`  ${line}`);
     await debugExamples([]);
 
     const failed = checks.filter((c) => !c.ok).length;
@@ -436,17 +436,28 @@ async function debugExamples(extra: string[]): Promise<void> {
   }
 }
 
-/** The service-ips map elements of both families, one line each. */
-async function serviceIPs(): Promise<string[]> {
+/**
+ * How both families dispatch: the frontends of each class chain's set, and the service-ips
+ * elements of Services with chains of their own; one line each.
+ */
+async function dispatchElements(): Promise<string[]> {
   // Imported here: the dry-run path must not need libnftables.
   const { openNftables } = await import("../ffi/nftables/client.ts");
   const out: string[] = [];
   for (const fam of ["ip", "ip6"] as const) {
     const client = openNftables(fam, "kube-proxy");
     try {
-      const els = await client.listElements("map", "service-ips");
-      out.push(`${fam} kube-proxy service-ips (${els.length} elements):`);
-      for (const e of els) out.push(`  ${e.key.join(" . ")} : ${(e.value ?? []).join(" ")}`);
+      const sets = (await client.listSets()).filter((s) =>
+        s.name === "service-ips" || s.name.startsWith("frontends-")
+      );
+      for (const s of sets) {
+        const els = await client.listElements(s.kind, s.name);
+        out.push(`${fam} kube-proxy ${s.name} (${els.length} elements):`);
+        for (const e of els) {
+          const v = e.value === undefined ? "" : ` : ${e.value.join(" ")}`;
+          out.push(`  ${e.key.join(" . ")}${v}`);
+        }
+      }
     } finally {
       client.close();
     }

@@ -17,8 +17,15 @@ e2eTest("demo: real traffic through the real agent, every check passes", async (
   const m = /(\d+)\/(\d+) checks passed\./.exec(r.stdout);
   assert.ok(m && m[1] === m[2] && Number(m[1]) >= 9, out);
   assert.ok(!/^FAIL/m.test(r.stdout), out);
-  assert.match(r.stdout, /198\.19\.0\.10 \. tcp \. 80 : goto dnat-tcp-\d+/);
-  assert.match(r.stdout, /2001:db8:ffff::10 \. tcp \. 80 : goto dnat-tcp-\d+/);
+  // Read back: each frontend is an element of its class chain's set.
+  assert.match(
+    r.stdout,
+    /ip kube-proxy frontends-dnat-tcp-\d+ \(\d+ elements\):\n[^]*?198\.19\.0\.10 \. tcp \. 80\n/,
+  );
+  assert.match(
+    r.stdout,
+    /ip6 kube-proxy frontends-dnat-tcp-\d+ \(\d+ elements\):\n[^]*?2001:db8:ffff::10 \. tcp \. 80\n/,
+  );
   // trace and explain on the live node, as the agent's permissions allow.
   assert.match(
     r.stdout,
@@ -39,8 +46,8 @@ Deno.test("demo --dry-run: prints the transactions for both families and exits 0
   assert.equal(r.code, 0, r.stdout + r.stderr);
   assert.match(r.stdout, /^add table ip kube-proxy/m);
   assert.match(r.stdout, /^add table ip6 kube-proxy/m);
-  assert.match(r.stdout, /service-ips \{ 198\.19\.0\.10 \. tcp \. 80 /);
-  assert.match(r.stdout, /service-nodeports \{ tcp \. 30080 /);
+  assert.match(r.stdout, /frontends-dnat-tcp-2 \{ 198\.19\.0\.10 \. tcp \. 80 /);
+  assert.match(r.stdout, /frontends-nodeport-dnat-tcp-2 \{ tcp \. 30080 /);
   // The malformed Service is reported, not programmed.
   assert.match(r.stdout, /default\/broken/);
   assert.doesNotMatch(r.stdout, /^add element .*198\.19\.0\.300/m);

@@ -8,7 +8,8 @@
  *   smallest bucket bound every tick stayed under;
  * - full syncs in the window (each lists the kernel: there should be none
  *   before --full-sync-period);
- * - `nft flush map ip kube-proxy service-ips` by another program: time until
+ * - `nft flush set ip kube-proxy frontends-dnat-tcp-N` (the class set that
+ *   dispatches the probed Service) by another program: time until
  *   the repair is counted (kube_nft_proxy_nftables_repairs_total) and until
  *   real traffic to a Service answers again.
  *
@@ -89,10 +90,12 @@ export async function idle(o: IdleOptions): Promise<Record<string, unknown>> {
   const m1 = await samples(o.metrics);
   const load1 = loadavg();
 
-  // Another program flushes the ClusterIP dispatch map: every Service stops answering.
+  // Another program flushes the class set that dispatches the probed Service (and every other
+  // Service with as many endpoints): they all stop answering.
+  const set = await classSetOf(o.probe.target);
   const repairs0 = m1.get(REPAIRS) ?? 0;
   const tf = now();
-  await run(["nft", "flush", "map", "ip", "kube-proxy", "service-ips"]);
+  await run(["nft", "flush", "set", "ip", "kube-proxy", set]);
   const traffic = o.net.prober.latency(o.probe.target, o.probe.reply, tf, 60_000);
   let repairMs = NaN;
   for (const until = tf + 60_000; now() < until;) {
@@ -116,4 +119,16 @@ export async function idle(o: IdleOptions): Promise<Record<string, unknown>> {
     loadavgBefore: load0,
     loadavgAfter: load1,
   };
+}
+
+/** The class set (`frontends-dnat-tcp-N`) holding frontend `target` (`ip:port`, TCP). */
+async function classSetOf(target: string): Promise<string> {
+  const [ip, port] = target.split(":");
+  const sets = await run(["nft", "list", "sets", "ip"]);
+  for (const [, name] of sets.stdout.matchAll(/set (frontends-dnat-tcp-\S+) \{/g)) {
+    const key = `{ ${ip} . tcp . ${port} }`;
+    const r = await run(["nft", "get", "element", "ip", "kube-proxy", name, key], { check: false });
+    if (r.code === 0) return name;
+  }
+  throw new Error(`no class set holds ${target}`);
 }
