@@ -189,8 +189,16 @@ function sliceEndpoints(
     keys.push(key);
     ts.push(t);
   }
-  if (ordered) return { eps, targets: anyTarget ? ts : undefined };
+  if (ordered) return { eps: exact(eps), targets: anyTarget ? exact(ts) : undefined };
   return sortUnique(eps, keys, ts, anyTarget);
+}
+
+/**
+ * `list` in a backing store of its own length: one grown by push keeps up to half again
+ * (at least 16 slots), and these lists are kept for the Service's life.
+ */
+function exact<T>(list: T[]): T[] {
+  return list.slice();
 }
 
 /** `eps` sorted by `keys`; of a repeated address the copy endpoint_dedup.ts picks, in order. */
@@ -218,7 +226,7 @@ function sortUnique(
     out.push(eps[i]);
     outT.push(ts[i]);
   }
-  return { eps: out, targets: anyTarget ? outT : undefined };
+  return { eps: exact(out), targets: anyTarget ? exact(outT) : undefined };
 }
 
 /**

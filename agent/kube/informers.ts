@@ -12,7 +12,7 @@ import type { ApiFetch } from "./api_fetch.ts";
 import { type ListStream, pagedList } from "./paged_list.ts";
 import { httpStatus, timedRequest } from "./rest_metrics.ts";
 import { ApiProbe, reachable } from "./api_probe.ts";
-import { identityOf, slimEndpointSlice, slimNode, slimService, slimServiceCIDR } from "./slim.ts";
+import { identityStub, slimEndpointSlice, slimNode, slimService, slimServiceCIDR } from "./slim.ts";
 import {
   type InformerHandlers,
   type KubeList,
@@ -126,7 +126,7 @@ const RESOURCES: readonly Resource[] = [
     handlers: "services",
     slim: slimService,
     listWhole: true,
-    extra: () => ({ labelSelector: SERVICE_SELECTOR, keep: identityOf }),
+    extra: () => ({ labelSelector: SERVICE_SELECTOR, stub: identityStub }),
   },
   {
     name: "endpointslices",
@@ -134,7 +134,7 @@ const RESOURCES: readonly Resource[] = [
     handlers: "endpointSlices",
     slim: slimEndpointSlice,
     listWhole: true,
-    extra: () => ({ labelSelector: ENDPOINTSLICE_SELECTOR, keep: identityOf }),
+    extra: () => ({ labelSelector: ENDPOINTSLICE_SELECTOR, stub: identityStub }),
   },
   {
     name: "node",

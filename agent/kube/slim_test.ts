@@ -1,5 +1,13 @@
 import assert from "node:assert/strict";
-import { slimEndpointSlice, slimNode, slimService, slimServiceCIDR } from "./slim.ts";
+import {
+  identityOf,
+  identityStub,
+  slimEndpointSlice,
+  slimNode,
+  slimService,
+  slimServiceCIDR,
+} from "./slim.ts";
+import { LABEL_SERVICE_NAME } from "../../proxier/k8s_types.ts";
 
 Deno.test("slim: a Service keeps what the tracker reads, nothing else", () => {
   const svc = {
@@ -125,4 +133,30 @@ Deno.test("slimEndpointSlice keeps of a targetRef only what tells two Pods apart
     { uid: "u-1" },
     { kind: "Pod", namespace: "ns", name: "q" },
   ]);
+});
+
+Deno.test("identityStub: one string per object, unpacked into what identityOf keeps", () => {
+  const objs: Record<string, unknown>[] = [
+    { metadata: { namespace: "ns", name: "web", resourceVersion: "42", labels: { a: "b" } } },
+    {
+      metadata: {
+        namespace: "ns",
+        name: "web-x1",
+        resourceVersion: "7",
+        labels: { [LABEL_SERVICE_NAME]: "web", other: "x" },
+      },
+      endpoints: [],
+    },
+    { metadata: { namespace: "ns", name: "nover" } },
+  ];
+  for (const o of objs) {
+    const m = o.metadata as { namespace: string; name: string };
+    const packed = identityStub.pack(o);
+    assert.equal(typeof packed, "string");
+    assert.deepEqual(identityStub.unpack(`${m.namespace}/${m.name}`, packed), identityOf(o));
+    assert.equal(
+      identityStub.version(packed),
+      (o.metadata as { resourceVersion?: string }).resourceVersion,
+    );
+  }
 });

@@ -13,7 +13,7 @@
  *   before (adds, updates with the old object, deletes), so consumers stay exactly current;
  * - resumes a watch the server ended from the last resourceVersion seen, as client-go does,
  *   and re-lists only after an error or 410 Gone;
- * - keeps only an identity stub per object when told to (`keep`), so the consumer holds the
+ * - keeps only a compact identity string per object when told to (`stub`), so the consumer holds the
  *   only full copy;
  * - reports `synced` and per-resource health (for /healthz).
  * Objects are delivered as plain API JSON (list results are normalised to match watch events).
@@ -105,11 +105,21 @@ export interface WatchSupervisorOptions<T> {
    */
   slim?: (o: Record<string, unknown>) => Record<string, unknown>;
   /**
-   * What to keep of a delivered object for later updates and deletes (handed back as the old
-   * object); default: the object itself. Keeping an identity stub instead of the object means
-   * the only full copy is the consumer's.
+   * Keeps a compact string per delivered object instead of the object (default: the object
+   * itself), rebuilt into the old object handed to updates and deletes: the only copy of what
+   * the object says is the consumer's.
    */
-  keep?: (o: Record<string, unknown>) => Record<string, unknown>;
+  stub?: Stub;
+}
+
+/** A delivered object kept as one string ({@link WatchSupervisorOptions.stub}). */
+export interface Stub {
+  /** The string kept for `o`; it carries at least the resourceVersion. */
+  pack(o: Record<string, unknown>): string;
+  /** The resourceVersion a packed string carries. */
+  version(packed: string): string | undefined;
+  /** The old object handed to handlers, from the object's key ("namespace/name") and string. */
+  unpack(key: string, packed: string): Record<string, unknown>;
 }
 
 type Obj = KubeObject;
@@ -127,7 +137,8 @@ export class WatchSupervisor<T> {
   readonly #initialBackoff: number;
   readonly #maxBackoff: number;
   readonly #watchdogMs: number;
-  readonly #delivered = new Map<string, T>();
+  /** What was delivered, by key: the object, or its {@link Stub} string. */
+  readonly #delivered = new Map<string, T | string>();
   #gen = 0;
   #abort?: AbortController;
   #lastActivity = 0;
@@ -177,7 +188,7 @@ export class WatchSupervisor<T> {
 
   /** The objects delivered so far (current view), keyed "namespace/name". */
   snapshot(): Map<string, T> {
-    return new Map(this.#delivered);
+    return new Map([...this.#delivered].map(([k, v]) => [k, this.#unpack(k, v)]));
   }
 
   /** Starts listing and watching. */
@@ -270,7 +281,7 @@ export class WatchSupervisor<T> {
     for (const [key, kept] of [...this.#delivered]) {
       if (!seen.has(key)) {
         this.#delivered.delete(key);
-        o.handlers.onDelete(kept);
+        o.handlers.onDelete(this.#unpack(key, kept));
       }
     }
     if (!this.#synced) {
@@ -342,15 +353,30 @@ export class WatchSupervisor<T> {
   #onAddOrUpdate(obj: Obj): void {
     const key = keyOf(obj);
     const t = obj as unknown as T;
-    const old = this.#delivered.get(key) as Obj | undefined;
-    const keep = (this.#o.keep ? this.#o.keep(obj as Record<string, unknown>) : t) as T;
-    if (!old) {
+    const old = this.#delivered.get(key);
+    const stub = this.#o.stub;
+    const keep = stub ? stub.pack(obj as Record<string, unknown>) : t;
+    if (old === undefined) {
       this.#delivered.set(key, keep);
       this.#o.handlers.onAdd(t);
-    } else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) {
+    } else if (this.#versionOf(old) !== obj.metadata?.resourceVersion) {
       this.#delivered.set(key, keep);
-      this.#o.handlers.onUpdate(old as unknown as T, t);
+      this.#o.handlers.onUpdate(this.#unpack(key, old), t);
     }
+  }
+
+  /** The resourceVersion of a kept object. */
+  #versionOf(kept: T | string): string | undefined {
+    return typeof kept === "string" && this.#o.stub
+      ? this.#o.stub.version(kept)
+      : (kept as Obj).metadata?.resourceVersion;
+  }
+
+  /** The object handed back for a kept one. */
+  #unpack(key: string, kept: T | string): T {
+    return typeof kept === "string" && this.#o.stub
+      ? this.#o.stub.unpack(key, kept) as T
+      : kept as T;
   }
 
   #onDelete(obj: Obj): void {

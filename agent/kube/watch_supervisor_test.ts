@@ -3,6 +3,7 @@ import { FakeApiServer, type KObject } from "../../tests/fakeapi/server.ts";
 import { ApiFetch } from "./api_fetch.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
 import { pagedList } from "./paged_list.ts";
+import { identityStub } from "./slim.ts";
 import { type InformerHandlers, type ListFn, WatchSupervisor } from "./watch_supervisor.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -56,7 +57,7 @@ Deno.test("a streamed list: pages delivered as they arrive, deletes once the lis
     path: "/api/v1/services",
     list,
     handlers: r.handlers,
-    keep: (o) => ({ metadata: (o as KObject).metadata }),
+    stub: identityStub,
     initialBackoffMs: 50,
     watchdogMs: 60_000,
   });
