@@ -37,6 +37,8 @@ export class BoundedFrequencyRunner {
   #failures = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt = Infinity;
+  /** Bumped whenever the pending tick is replaced or cancelled (a microtask cannot be cleared). */
+  #armed = 0;
   readonly #deferred = new Set<ReturnType<typeof setTimeout>>();
   #current: Promise<void> = Promise.resolve();
   readonly #fn: () => Promise<void>;
@@ -78,7 +80,7 @@ export class BoundedFrequencyRunner {
   run(): void {
     if (this.#stopped) return;
     this.#pending = true;
-    if (this.#started && !this.#running) this.#schedule(this.#waitForToken());
+    if (this.#started && !this.#running) this.#schedule(this.#waitForToken(), true);
   }
 
   /** Requests a run no earlier than `ms` from now (e.g. a delayed chain deletion). */
@@ -94,6 +96,7 @@ export class BoundedFrequencyRunner {
   /** Stops scheduling and waits for a run in progress. */
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#armed++;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     for (const t of this.#deferred) clearTimeout(t);
     this.#deferred.clear();
@@ -125,18 +128,30 @@ export class BoundedFrequencyRunner {
     return Math.ceil((1 - this.#tokens) * this.#minInterval);
   }
 
-  /** Arms the timer to tick in `ms`, unless it is set to fire sooner already. */
-  #schedule(ms: number): void {
+  /**
+   * Arms the timer to tick in `ms`, unless it is set to fire sooner already. A request from
+   * outside a run (`immediate`) with no wait ticks in a microtask: a zero timer costs 1-4 ms
+   * here (timer granularity and nesting clamps), which a change would wait out on its way to
+   * the kernel. Events delivered together still share one run: the microtask runs only once the
+   * code that requested it has returned. After a run the loop goes through a timer, so that it
+   * always yields to the event loop.
+   */
+  #schedule(ms: number, immediate = false): void {
     if (this.#stopped) return;
-    const at = Date.now() + ms;
-    if (this.#timer !== undefined && this.#timerAt <= at) return;
+    const at = Date.now() + Math.max(0, ms);
+    if (this.#timerAt <= at) return;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
     this.#timerAt = at;
-    this.#timer = setTimeout(() => {
+    const seq = ++this.#armed;
+    const fire = () => {
+      if (seq !== this.#armed) return; // re-armed or stopped since
       this.#timer = undefined;
       this.#timerAt = Infinity;
       this.#tick();
-    }, ms);
+    };
+    if (ms <= 0 && immediate) queueMicrotask(fire);
+    else this.#timer = setTimeout(fire, ms);
   }
 
   /** The timer fired: run now if a token is free, else wait for one. */

@@ -148,3 +148,23 @@ Deno.test("runner: rejects nonsense intervals with a clear message", () => {
     /minInterval must be >= 0/,
   );
 });
+
+Deno.test("runner: a request with a free token runs without waiting for a timer", async () => {
+  const { clock, r, runs } = setup({ min: 0, max: 30_000 });
+  try {
+    r.start();
+    await clock.tickAsync(0);
+    assert.deepEqual(runs, [0]);
+    r.run();
+    r.run(); // requests before the run starts share it
+    // Microtasks only: no timer is advanced.
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+    assert.deepEqual(runs, [0, 0]);
+    await r.stop();
+    r.run();
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+    assert.deepEqual(runs, [0, 0], "nothing runs after stop");
+  } finally {
+    clock.uninstall();
+  }
+});
