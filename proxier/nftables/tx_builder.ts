@@ -136,13 +136,21 @@ export class TxBuilder {
     return this.#cut(false);
   }
 
-  /** The last transaction: what is pending, with the tail (none when nothing changes). */
-  finish(): Transaction[] {
+  /**
+   * The last transaction: what is pending, with the tail (none when nothing changes). With
+   * `splitDeclarations`, a transaction that only adds declarations and rules (a class chain
+   * used for the first time, the dispatch chains rewritten) besides its elements is cut in two:
+   * the declarations first (libnftables), then the elements (raw netlink), so libnftables never
+   * parses nor checks the elements against its cache. Only when that is safe: nothing is
+   * deleted or emptied that an element still in place uses (a chain is flushed only to be
+   * refilled in the same transaction).
+   */
+  finish(splitDeclarations = false): Transaction[] {
     const first = this.#emitted === 0;
     const tx = this.#cut(true);
     // A full sync that changes nothing must not even re-add the table.
     if (tx.size === 0 || (first && this.#withTable && tx.size === 1)) return [];
-    return [tx];
+    return splitDeclarations ? splitAdds(tx) : [tx];
   }
 
   #cut(last: boolean, headOnly = false): Transaction {
@@ -187,4 +195,22 @@ function pushByTarget(tx: Transaction, lists: Operation[][]): void {
     }
   }
   for (const l of byTarget.values()) for (const op of l) tx.ops.push(op);
+}
+
+/** `tx` as declarations then elements (see {@link TxBuilder.finish}), or whole when unsafe. */
+function splitAdds(tx: Transaction): Transaction[] {
+  const decls = tx.ops.filter((o) => o.obj.kind !== "element");
+  if (decls.length === 0 || decls.length === tx.ops.length) return [tx];
+  const refilled = new Set(
+    decls.filter((o) => o.obj.kind === "rule").map((o) => (o.obj as { chain: string }).chain),
+  );
+  const safe = decls.every((o) =>
+    o.verb === "add" ||
+    (o.verb === "flush" && o.obj.kind === "chain" && refilled.has(o.obj.name))
+  );
+  if (!safe) return [tx];
+  const head = new Transaction(), elements = new Transaction();
+  head.ops.push(...decls);
+  elements.ops.push(...tx.ops.filter((o) => o.obj.kind === "element"));
+  return [head, elements];
 }

@@ -90,7 +90,7 @@ export function planPartial(written: WrittenState, input: PartialInput): Plan {
     if (!was && is) tb.tail.add(hairpinElement(ip));
   }
   settleClasses(d, ctx, gen, now, tb);
-  return builtPlan(tb.finish(), d.delta);
+  return builtPlan(tb.finish(true), d.delta);
 }
 
 /** A changed port's own chains and sets: written in its unit, or retired. */
