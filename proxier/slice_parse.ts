@@ -258,7 +258,8 @@ export function parseEndpointSlice(
   const firstPort = ports.length > 0 ? ports[0].port : 0;
   const { eps: first, targets } = sliceEndpoints(slice, family, firstPort, nodeName, bad);
   const parsedPorts: SlicePort[] = ports.map((p, k) => ({
-    key: portKey(family, p.name, p.protocol),
+    // Every slice of a Service port has the same key: one shared copy.
+    key: intern(portKey(family, p.name, p.protocol)),
     port: p.port,
     endpoints: k === 0 ? first : first.map((e) => ({ ...e, port: p.port })),
   }));

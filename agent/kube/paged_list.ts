@@ -46,9 +46,19 @@ export interface ListStream<T = Json> {
 /** Items per page, as client-go's reflector asks for. */
 const PAGE_SIZE = 500;
 
+/** One decoded page, or the news that its continue token expired. */
+type PageAnswer = { page: Page } | { expired: true };
+
+/** A list page as the API server sends it. */
+interface Page {
+  metadata?: { resourceVersion?: string; continue?: string };
+  items: unknown[];
+}
+
 /**
  * Lists `path` page by page; `slim` reduces each item. With `opts.stream`, every page goes to
- * it and the result's `items` is empty. Throws ApiStatusError on HTTP errors.
+ * it and the result's `items` is empty; the next page is already asked for while the stream
+ * works on one, so the API server writes it meanwhile. Throws ApiStatusError on HTTP errors.
  */
 export async function pagedList(
   api: ApiFetch,
@@ -59,44 +69,59 @@ export async function pagedList(
 ): Promise<ListResult> {
   const limit = opts.pageSize ?? PAGE_SIZE;
   const stream = opts.stream;
+  // Ends a request asked for ahead when the list stops early (an error, a throwing stream).
+  const ahead = new AbortController();
+  const signal = opts.signal ? AbortSignal.any([opts.signal, ahead.signal]) : ahead.signal;
   let version = { rv: query.resourceVersion, match: query.resourceVersionMatch };
-  for (let attempt = 0;; attempt++) {
-    const items: Json[] = [];
-    let cont: string | undefined;
-    let rv: string | undefined;
-    let expired = false;
-    do {
-      const res = await api.get(path, {
-        labelSelector: query.labelSelector,
-        fieldSelector: query.fieldSelector,
-        limit,
-        // The version applies to the first page; the token carries it after.
-        ...(cont === undefined
-          ? { resourceVersion: version.rv, resourceVersionMatch: version.match }
-          : { continue: cont }),
-      }, opts.signal);
-      if (res.status === 410 && cont !== undefined && attempt < 3) {
-        await res.body?.cancel();
-        expired = true;
-        break;
+  const fetchPage = async (cont: string | undefined, retry: boolean): Promise<PageAnswer> => {
+    const res = await api.get(path, {
+      labelSelector: query.labelSelector,
+      fieldSelector: query.fieldSelector,
+      limit,
+      // The version applies to the first page; the token carries it after.
+      ...(cont === undefined
+        ? { resourceVersion: version.rv, resourceVersionMatch: version.match }
+        : { continue: cont }),
+    }, signal);
+    if (res.status === 410 && cont !== undefined && retry) {
+      await res.body?.cancel();
+      return { expired: true };
+    }
+    if (res.status !== 200) throw await ApiFetch.statusError(res);
+    const page = await res.json() as Page;
+    if (!Array.isArray(page?.items)) {
+      throw new ApiStatusError(res.status, `list ${path}: the answer has no items array`);
+    }
+    return { page };
+  };
+  try {
+    for (let attempt = 0;; attempt++) {
+      const items: Json[] = [];
+      let rv: string | undefined;
+      let next: Promise<PageAnswer> | undefined = fetchPage(undefined, attempt < 3);
+      let expired = false;
+      while (next !== undefined) {
+        const answer: PageAnswer = await next;
+        if ("expired" in answer) {
+          expired = true;
+          break;
+        }
+        const page: Page = answer.page;
+        rv = page.metadata?.resourceVersion;
+        const cont: string | undefined = page.metadata?.continue || undefined;
+        next = cont === undefined ? undefined : fetchPage(cont, attempt < 3);
+        // Settled later, or abandoned with the list: never an unhandled rejection.
+        next?.catch(() => {});
+        const got = (slim ? page.items.map((o) => slim(o as Json)) : page.items) as Json[];
+        if (stream) stream.page(got);
+        else for (const item of got) items.push(item);
       }
-      if (res.status !== 200) throw await ApiFetch.statusError(res);
-      const page = await res.json() as {
-        metadata?: { resourceVersion?: string; continue?: string };
-        items?: unknown;
-      };
-      if (!Array.isArray(page.items)) {
-        throw new ApiStatusError(res.status, `list ${path}: the answer has no items array`);
-      }
-      const got = (slim ? page.items.map(slim) : page.items) as Json[];
-      if (stream) stream.page(got);
-      else for (const item of got) items.push(item);
-      rv = page.metadata?.resourceVersion;
-      cont = page.metadata?.continue || undefined;
-    } while (cont !== undefined);
-    if (!expired) return { metadata: { resourceVersion: rv }, items };
-    // The snapshot the token pointed at is gone: list the latest from the start.
-    version = { rv: undefined, match: undefined };
-    stream?.restart();
+      if (!expired) return { metadata: { resourceVersion: rv }, items };
+      // The snapshot the token pointed at is gone: list the latest from the start.
+      version = { rv: undefined, match: undefined };
+      stream?.restart();
+    }
+  } finally {
+    ahead.abort();
   }
 }

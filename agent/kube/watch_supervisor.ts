@@ -253,14 +253,22 @@ export class WatchSupervisor<T> {
     }, o.slowListWarnMs ?? 10_000);
     // Pages are delivered as they arrive (adds and updates at once; deletes once the whole
     // list is known), so the consumer's parsing overlaps the transfer of the next page.
+    // What the list holds is noted only when something delivered before could be missing
+    // from it: not on the first list (nothing delivered yet), unless the list starts over.
     const seen = new Set<string>();
+    let noting = this.#delivered.size > 0;
     const deliver = (items: readonly Obj[]) => {
       if (gen !== this.#gen) throw new Error(`${o.name}: list superseded by a restart`);
       this.#activity();
       for (const item of items) {
-        seen.add(keyOf(item));
-        this.#onAddOrUpdate(item);
+        const key = keyOf(item);
+        if (noting) seen.add(key);
+        this.#onAddOrUpdate(key, item);
       }
+    };
+    const restart = () => {
+      noting = true;
+      seen.clear();
     };
     let res;
     try {
@@ -269,7 +277,7 @@ export class WatchSupervisor<T> {
         fieldSelector: o.fieldSelector,
         ...(rv === "" ? {} : { resourceVersion: rv }),
         ...(rv === "" || rv === "0" ? {} : { resourceVersionMatch: "NotOlderThan" }),
-      }, { page: deliver, restart: () => seen.clear() });
+      }, { page: deliver, restart });
     } finally {
       clearInterval(slow);
     }
@@ -278,7 +286,7 @@ export class WatchSupervisor<T> {
     const listed = res.metadata?.resourceVersion;
     if (listed) this.#versions.note(this.#lastRv = listed, "list");
     // Whatever was delivered before and the fresh list lacks is gone.
-    for (const [key, kept] of [...this.#delivered]) {
+    for (const [key, kept] of noting ? [...this.#delivered] : []) {
       if (!seen.has(key)) {
         this.#delivered.delete(key);
         o.handlers.onDelete(this.#unpack(key, kept));
@@ -286,7 +294,7 @@ export class WatchSupervisor<T> {
     }
     if (!this.#synced) {
       this.#synced = true;
-      o.log?.info("Informer synced", { resource: o.name, objects: seen.size }, 2);
+      o.log?.info("Informer synced", { resource: o.name, objects: this.#delivered.size }, 2);
       o.handlers.onSynced?.();
     }
     this.#needReset = true;
@@ -328,7 +336,7 @@ export class WatchSupervisor<T> {
         if (phase === "BOOKMARK") return;
         const item = (o.slim ? o.slim(obj as Record<string, unknown>) : obj) as Obj;
         if (phase === "DELETED") this.#onDelete(item);
-        else this.#onAddOrUpdate(item);
+        else this.#onAddOrUpdate(keyOf(item), item);
       };
       watch.watch(
         o.path,
@@ -350,8 +358,7 @@ export class WatchSupervisor<T> {
     });
   }
 
-  #onAddOrUpdate(obj: Obj): void {
-    const key = keyOf(obj);
+  #onAddOrUpdate(key: string, obj: Obj): void {
     const t = obj as unknown as T;
     const old = this.#delivered.get(key);
     const stub = this.#o.stub;

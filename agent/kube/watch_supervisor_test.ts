@@ -84,3 +84,40 @@ Deno.test("a streamed list: pages delivered as they arrive, deletes once the lis
     await api.close();
   }
 });
+
+Deno.test("a first list that starts over (expired token) deletes what only its first try saw", async () => {
+  const api = FakeApiServer.start({ bookmarkIntervalMs: 50 });
+  const conn = new ApiFetch(kubeConfigFromString(api.kubeconfigYaml()).creds);
+  for (const n of ["a", "b", "c", "d", "e"]) api.apply(svc(n));
+  let gets = 0;
+  const real = conn.get.bind(conn);
+  conn.get = async (path, query, signal) => {
+    const res = await real(path, query, signal);
+    if (query.limit !== undefined && ++gets === 2) {
+      // After the second page's answer: the snapshot expires and "a" (on page one) goes.
+      api.expireContinueTokens();
+      api.remove("Service", "ns", "a");
+    }
+    return res;
+  };
+  const r = recorder();
+  const sup = new WatchSupervisor<unknown>({
+    name: "services",
+    api: conn,
+    path: "/api/v1/services",
+    list: (q, stream) =>
+      pagedList(conn, "/api/v1/services", q, undefined, { pageSize: 2, stream: stream as never }),
+    handlers: r.handlers,
+    stub: identityStub,
+    watchdogMs: 60_000,
+  });
+  try {
+    sup.start();
+    await until(() => sup.synced, "synced");
+    assert.deepEqual(r.events.filter((e) => !e.startsWith("add")), ["delete a", "synced"]);
+    assert.deepEqual([...sup.snapshot().keys()].sort(), ["ns/b", "ns/c", "ns/d", "ns/e"]);
+  } finally {
+    await sup.stop();
+    await api.close();
+  }
+});
