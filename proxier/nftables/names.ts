@@ -108,6 +108,35 @@ export function parseClassChain(
   return { kind, proto: m[2] as L4, n: Number(m[3]), gen: m[4] === undefined ? 0 : Number(m[4]) };
 }
 
+/**
+ * Class chains kept whether used or not: every kind, for TCP and UDP, with 1 to this many
+ * endpoints. A rule that looks up a map makes the kernel check every element of the map as it
+ * binds (`nf_tables_bind_set`), so creating a class chain once the bucket maps are full costs a
+ * walk of all of them (~80 ms at 30k Services × 10). These are created with the maps, while
+ * those are empty, so the common first use of a count is a set and a rule, not a walk.
+ */
+export const RESERVED_CLASS_MAX = 16;
+
+const RESERVED_PROTOS: readonly L4[] = ["tcp", "udp"];
+
+/** The reserved class chains of generation `gen` (see {@link RESERVED_CLASS_MAX}). */
+export function reservedClasses(gen: number): string[] {
+  const out: string[] = [];
+  for (const kind of ["dnat", "external", "nodeport"] as const) {
+    for (const proto of RESERVED_PROTOS) {
+      for (let n = 1; n <= RESERVED_CLASS_MAX; n++) out.push(classChainName(kind, proto, n, gen));
+    }
+  }
+  return out;
+}
+
+/** True for a reserved class chain of generation `gen`. */
+export function isReservedClass(name: string, gen: number): boolean {
+  const c = parseClassChain(name);
+  return c !== undefined && c.gen === gen && c.n <= RESERVED_CLASS_MAX &&
+    RESERVED_PROTOS.includes(c.proto);
+}
+
 const CLASS_SET_PREFIX = "frontends-";
 
 /**

@@ -87,16 +87,17 @@ Deno.test("proxier: an endpoint change is a few element ops; partial equals a fr
   const noop = await must(p.sync(input(state, [serviceId(3)])));
   assert.equal(noop.ops, 0, "a 'changed' port whose rules are identical costs nothing");
 
-  // Add a service with one endpoint: its class-set element, a bucket, a ClusterIP, and the new
-  // class dnat-tcp-1 (its set, its chain and rule, and service-classes rewritten with its rule).
+  // Add a service with one endpoint: its class-set element, a bucket, a ClusterIP, and the class
+  // dnat-tcp-1 put to use (its chain is reserved, so there already): its set, and
+  // service-classes rewritten with its rule.
   const id = addService(state, 100);
   const add = await must(p.sync(input(state, [id])));
   const classes = (await fake.listChain("service-classes"))!.rules.length;
   assert.equal(classes, 2, "dnat-tcp-3 and dnat-tcp-1");
   assert.equal(
     add.ops,
-    3 + 1 + 2 + 2 + classes,
-    "3 elements, set, chain + rule, service-classes add + flush + its rules",
+    3 + 1 + 2 + classes,
+    "3 elements, set, service-classes add + flush + its rules",
   );
   assert.equal(await settledDump(p, clock, fake, state), await freshDump(state));
 
@@ -123,25 +124,26 @@ Deno.test("proxier: an endpoint change is a few element ops; partial equals a fr
 });
 
 Deno.test("proxier: an unused class chain goes stale and is deleted after the delay", async () => {
+  // 20 endpoints: past the reserved counts (1-16), whose chains stay.
   const state = syntheticState({ ...OPTS, services: 3 });
   const { fake, clock, p } = setup();
   await must(p.sync(input(state)));
-  const id = addService(state, 9, 4);
+  const id = addService(state, 9, 20);
   await must(p.sync(input(state, [id])));
-  assert.ok((await fake.listChains()).includes("dnat-tcp-4"));
+  assert.ok((await fake.listChains()).includes("dnat-tcp-20"));
   state.services.delete(id);
   state.endpoints.delete(id);
   const del = await must(p.sync(input(state, [], [id])));
   assert.ok(del.followUpMs !== undefined && del.followUpMs <= 1000);
-  assert.ok(p.written.staleChains.has("dnat-tcp-4"));
-  assert.ok((await fake.listChains()).includes("dnat-tcp-4"), "kept until the delay passed");
+  assert.ok(p.written.staleChains.has("dnat-tcp-20"));
+  assert.ok((await fake.listChains()).includes("dnat-tcp-20"), "kept until the delay passed");
   clock.t += 500;
   assert.equal((await must(p.sync(input(state)))).deletedChains, 0, "not before the delay");
   clock.t += 600;
   const late = await must(p.sync(input(state)));
   assert.equal(late.deletedChains, 1);
   assert.equal(late.followUpMs, undefined);
-  assert.ok(!(await fake.listChains()).includes("dnat-tcp-4"));
+  assert.ok(!(await fake.listChains()).includes("dnat-tcp-20"));
   assert.equal(fake.dump(), await freshDump(state));
 });
 
@@ -149,16 +151,16 @@ Deno.test("proxier: a stale class chain reused before deletion is kept", async (
   const state = syntheticState({ ...OPTS, services: 3 });
   const { fake, clock, p } = setup();
   await must(p.sync(input(state)));
-  const id = addService(state, 9, 4);
+  const id = addService(state, 9, 20);
   await must(p.sync(input(state, [id])));
   state.endpoints.set(id, syntheticEndpoints(9, { ...OPTS, endpointsPerService: 1 }));
   await must(p.sync(input(state, [id])));
-  assert.ok(p.written.staleChains.has("dnat-tcp-4"));
-  state.endpoints.set(id, syntheticEndpoints(9, { ...OPTS, endpointsPerService: 4 }));
+  assert.ok(p.written.staleChains.has("dnat-tcp-20"));
+  state.endpoints.set(id, syntheticEndpoints(9, { ...OPTS, endpointsPerService: 20 }));
   const back = await must(p.sync(input(state, [id])));
-  assert.ok(!p.written.staleChains.has("dnat-tcp-4"));
+  assert.ok(!p.written.staleChains.has("dnat-tcp-20"));
   const recreated = fake.lastTransaction!.ops.some((o) =>
-    o.obj.kind === "chain" && o.obj.name === "dnat-tcp-4"
+    o.obj.kind === "chain" && o.obj.name === "dnat-tcp-20"
   );
   assert.ok(!recreated, "the class chain is not re-created");
   assert.ok(back.ops > 0);

@@ -12,7 +12,7 @@
  * @module
  */
 import { type Chain, type Set as NftSet, Transaction } from "../../ffi/nftables/types.ts";
-import { classSetName, parseClassChain } from "./names.ts";
+import { classOfSet, classSetName, parseClassChain } from "./names.ts";
 import { chainDigest } from "./plan/common.ts";
 import { type ChainSpec, dispatchedClasses } from "./skeleton.ts";
 import { type Delta, newDelta, type WrittenState } from "./written_state.ts";
@@ -42,7 +42,8 @@ export interface StalePlan {
 
 /**
  * Plans deletion of what has been stale for at least `delayMs`, or null when nothing is due.
- * A class chain goes with its frontends set, after `dispatch` rewrote the chains that named it.
+ * A class chain goes with its frontends set (a reserved one's set alone), after `dispatch`
+ * rewrote the chains that named it.
  */
 export function planStaleDeletion(
   written: WrittenState,
@@ -69,7 +70,10 @@ export function planStaleDeletion(
   if (chains.length === 0 && sets.length === 0) return null;
   const tx = new Transaction();
   const delta = newDelta();
-  const rewrites = gone.size > 0 && dispatch ? dispatchRewrites(written, gone, dispatch) : [];
+  const goneSets = new Set(sets.filter((s) => classOfSet(s) !== undefined));
+  const rewrites = (gone.size > 0 || goneSets.size > 0) && dispatch
+    ? dispatchRewrites(written, gone, goneSets, dispatch)
+    : [];
   const prelude = new Transaction();
   for (const [c, digest] of rewrites) {
     prelude.add(c.chain).flush({ kind: "chain", name: c.chain.name } as Chain);
@@ -92,16 +96,17 @@ export function planStaleDeletion(
   return { tx, delta, chains, sets, prelude, rewrites: named };
 }
 
-/** The dispatch chains that change once the classes `gone` are deleted. */
+/** The dispatch chains that change once the class chains `gone` and sets `goneSets` are deleted. */
 function dispatchRewrites(
   written: WrittenState,
   gone: ReadonlySet<string>,
+  goneSets: ReadonlySet<string>,
   dispatch: DispatchFor,
 ): [ChainSpec, string][] {
   const present = [...written.chains.keys(), ...written.staleChains.keys()];
   const left = dispatchedClasses(
-    present.filter((c) => !gone.has(c)),
-    (s) => written.sets.has(s),
+    new Set(present.filter((c) => !gone.has(c))),
+    (s) => !goneSets.has(s) && (written.sets.has(s) || written.staleSets.has(s)),
   );
   return dispatch(left).map((c): [ChainSpec, string] => [c, chainDigest(c)])
     .filter(([c, digest]) => written.chains.get(c.chain.name) !== digest);

@@ -8,7 +8,13 @@
 import { sameKeys, sameStrings } from "../../../net/arrays.ts";
 import type { Element, Set as NftSet, Transaction } from "../../../ffi/nftables/types.ts";
 import type { BuildContext } from "../context.ts";
-import { FIXED, parseClassChain } from "../names.ts";
+import {
+  classSetName,
+  FIXED,
+  isReservedClass,
+  parseClassChain,
+  reservedClasses,
+} from "../names.ts";
 import type { ServiceRules } from "../service_rules.ts";
 import {
   type ChainSpec,
@@ -156,10 +162,12 @@ export function hairpinElement(ip: string): Element {
 /**
  * Class chains follow their reference counts: one that gained users is
  * written with its frontends set (or kept from going stale), one that lost
- * them goes stale. The dispatch chains get one rule per class chain present
- * with its set, stale ones included: a class that empties and fills again
- * before its deletion (stale.ts) costs no rule write. Returns the names of
- * the dispatch chains (a full plan keeps them).
+ * them goes stale, unless it is reserved (names.ts `reservedClasses`: a full
+ * plan, `reserve`, writes those used or not; an unused one loses only its set
+ * and dispatch rule, later). The dispatch chains get one
+ * rule per class chain present with its set, stale ones included: a class
+ * that empties and fills again before its deletion (stale.ts) costs no rule
+ * write. Returns the chains a full plan keeps (dispatch and reserved).
  */
 export function settleClasses(
   d: Draft,
@@ -167,32 +175,57 @@ export function settleClasses(
   gen: number,
   now: number,
   tb: TxBuilder,
+  reserve = false,
 ): string[] {
-  const names = new Set([...d.keys("classes"), ...d.base.classes.keys()]);
+  const reserved = reserve ? reservedClasses(gen) : [];
+  const names = new Set([...d.keys("classes"), ...d.base.classes.keys(), ...reserved]);
   for (const name of names) {
     const c = parseClassChain(name)!;
+    const spec = () => classChain(ctx, c.kind, c.proto, c.n, gen);
     if (!d.has("classes", name)) {
-      // Unreferenced once this transaction commits; deleted later (stale.ts).
-      if (d.has("chains", name) && !d.has("staleChains", name)) d.set("staleChains", name, now);
+      if (isReservedClass(name, gen)) {
+        // The chain stays; its set and dispatch rule go later (stale.ts), as a fresh full sync
+        // would not have them.
+        if (reserve) keepChain(d, spec(), tb);
+        const setName = classSetName(name);
+        if (d.has("sets", setName)) {
+          d.set("sets", setName, null);
+          d.set("staleSets", setName, now);
+        }
+      } else if (d.has("chains", name) && !d.has("staleChains", name)) {
+        // Unreferenced once this transaction commits; deleted later (stale.ts).
+        d.set("staleChains", name, now);
+      }
       continue;
     }
     if (c.gen !== gen) throw new Error(`class chain ${name} is not of generation ${gen}`);
     const set = classSet(ctx, name), setName = set.name, digest = setDigest(set);
-    if (d.get("sets", setName) !== digest) {
+    if (d.has("staleSets", setName)) {
+      // Still in the kernel with its dispatch rule (stale.ts has not deleted it): just kept.
+      d.set("staleSets", setName, null);
+      d.set("sets", setName, digest);
+    } else if (d.get("sets", setName) !== digest) {
       tb.head.set(set);
       d.set("sets", setName, digest);
     }
-    if (d.has("staleSets", setName)) d.set("staleSets", setName, null);
-    const spec = classChain(ctx, c.kind, c.proto, c.n, gen);
-    if (d.get("chains", name) === chainDigest(spec)) {
-      if (d.has("staleChains", name)) d.set("staleChains", name, null);
-    } else {
-      ensureChain(d, spec, tb.head);
-    }
+    keepChain(d, spec(), tb);
   }
   const present = [...d.keys("chains"), ...d.keys("staleChains")];
-  const classes = dispatchedClasses(new Set(present), (s) => d.has("sets", s));
+  const classes = dispatchedClasses(
+    new Set(present),
+    (s) => d.has("sets", s) || d.has("staleSets", s),
+  );
   const dispatch = classDispatchChains(ctx, classes);
   for (const c of dispatch) ensureChain(d, c, tb.head);
-  return dispatch.map((c) => c.chain.name);
+  return [...dispatch.map((c) => c.chain.name), ...reserved];
+}
+
+/** A class chain written unless it holds these rules; no longer stale either way. */
+function keepChain(d: Draft, spec: ChainSpec, tb: TxBuilder): void {
+  const name = spec.chain.name;
+  if (d.get("chains", name) === chainDigest(spec)) {
+    if (d.has("staleChains", name)) d.set("staleChains", name, null);
+  } else {
+    ensureChain(d, spec, tb.head);
+  }
 }

@@ -320,7 +320,7 @@ function planClasses(s: FullState): void {
     if (d.get("classes", name) !== n) d.set("classes", name, n);
     s.wanted.add(name);
   }
-  for (const name of settleClasses(d, input.ctx, s.gen, input.now, s.tb)) s.wanted.add(name);
+  for (const name of settleClasses(d, input.ctx, s.gen, input.now, s.tb, true)) s.wanted.add(name);
 }
 
 /** Services: a unit per service port, yielded in transactions of about `maxOps` operations. */
