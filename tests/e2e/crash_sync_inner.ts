@@ -96,15 +96,15 @@ async function dispatchCount(): Promise<number> {
   return (await classSetElements()).length;
 }
 
-/** One line per element of the class chains' frontends sets, each with its set's name. */
+/** One entry per element of the class chains' frontends sets, each with its set's name. */
 async function classSetElements(): Promise<string[]> {
-  const sets = await run(["nft", "list", "sets", "ip"], { check: false });
-  const names = [...sets.stdout.matchAll(/set (frontends-\S+) \{/g)].map((m) => m[1]);
+  // One listing: `list sets` prints every set with its elements (each has a comment).
+  const r = await run(["nft", "list", "sets", "ip"], { check: false });
   const out: string[] = [];
-  for (const name of names) {
-    const r = await run(["nft", "list", "set", "ip", "kube-proxy", name], { check: false });
-    if (r.code !== 0) continue;
-    for (const m of r.stdout.matchAll(/comment "/g)) out.push(`${name} ${m.index}`);
+  for (const block of r.code === 0 ? r.stdout.split(/\n\s*set /) : []) {
+    const name = /^(frontends-\S+) \{/.exec(block)?.[1];
+    if (name === undefined) continue;
+    for (const _ of block.matchAll(/comment "/g)) out.push(`${name} `);
   }
   return out;
 }
@@ -115,9 +115,15 @@ async function clusterIPCount(): Promise<number> {
   return r.code === 0 ? (r.stdout.match(/\d+\.\d+\.\d+\.\d+ comment/g) ?? []).length : 0;
 }
 
-/** Frontends dispatched to class chains of generation `gen`. */
+/**
+ * ClusterIPs dispatched to class chains of generation `gen`: every Service has E endpoints, so
+ * they are the elements of one class set (listing that set alone stays quick while the agent
+ * writes; a listing of every set is redone each time a write interrupts it).
+ */
 async function inGeneration(gen: number): Promise<number> {
-  return (await classSetElements()).filter((e) => new RegExp(`-g${gen} `).test(e)).length;
+  const set = `frontends-dnat-tcp-${E}${gen === 0 ? "" : `-g${gen}`}`;
+  const r = await run(["nft", "list", "set", "ip", "kube-proxy", set], { check: false });
+  return r.code === 0 ? (r.stdout.match(/ comment "/g) ?? []).length : 0;
 }
 
 async function deleteTable(): Promise<void> {
