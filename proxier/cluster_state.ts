@@ -37,12 +37,7 @@ import { type EndpointSlice, type ServiceCIDR, type V1Node, type V1Service } fro
 import { consoleLog, type LogFn } from "../net/log.ts";
 import { sameStrings } from "../net/arrays.ts";
 import { sameServicePort, ServiceTracker } from "./service_tracker.ts";
-import {
-  EndpointsTracker,
-  portKey,
-  sameEndpoints,
-  type ServiceEndpoints,
-} from "./endpoints_tracker.ts";
+import { EndpointsTracker, portKey, sameEndpoints } from "./endpoints_tracker.ts";
 import { unclaimedDeleted } from "./stale_services.ts";
 
 /** What one family's sync needs from an apply. */
@@ -311,7 +306,7 @@ export class ClusterState {
    */
   apply(): SyncInput {
     const svcChanges = this.services.checkout();
-    const epChanges = this.endpoints.checkout();
+    const epChanged = this.endpoints.checkoutServices();
     const fam = (): Omit<FamilySync, "state"> => ({
       changed: new Set(),
       deleted: new Set(),
@@ -319,13 +314,12 @@ export class ClusterState {
     });
     const families: Record<IpFamily, Omit<FamilySync, "state">> = { 4: fam(), 6: fam() };
 
-    for (const [key, sc] of svcChanges) {
-      this.#applyService(families, sc.previous, sc.current, epChanges.get(key)?.current ?? key);
-    }
-    for (const [key, ec] of epChanges) {
+    // A Service's endpoints are read from the tracker as they are now, changed or not.
+    for (const [key, sc] of svcChanges) this.#applyService(families, key, sc.previous, sc.current);
+    for (const key of epChanged) {
       if (svcChanges.has(key)) continue;
       const ports = this.services.ports(key);
-      this.#applyService(families, ports, ports, ec.current);
+      this.#applyService(families, key, ports, ports);
     }
 
     for (const f of [4, 6] as const) {
@@ -367,14 +361,14 @@ export class ClusterState {
   }
 
   /**
-   * Moves one Service from `oldPorts` to `newPorts` with endpoints `eps` (its key when they did
-   * not change: read from the tracker), recording what changed.
+   * Moves Service `key` from `oldPorts` to `newPorts` with its current endpoints, recording what
+   * changed.
    */
   #applyService(
     families: Record<IpFamily, Omit<FamilySync, "state">>,
+    key: string,
     oldPorts: readonly ServicePortInfo[],
     newPorts: readonly ServicePortInfo[],
-    eps: ServiceEndpoints | string,
   ) {
     // Ports are few per Service: a scan, not a Map, finds the ones gone.
     for (const p of oldPorts) {
@@ -382,10 +376,8 @@ export class ClusterState {
         this.#applyPort(families[p.family], p.family, p.id, undefined, undefined);
       }
     }
-    if (newPorts.length === 0) return;
-    const newEps = typeof eps === "string" ? this.endpoints.endpoints(eps) : eps;
     for (const p of newPorts) {
-      const list = newEps.get(portKey(p.family, p.portName, p.protocol));
+      const list = this.endpoints.portEndpoints(key, portKey(p.family, p.portName, p.protocol));
       this.#applyPort(families[p.family], p.family, p.id, p, list);
     }
   }

@@ -77,6 +77,8 @@ export class EndpointsTracker {
   /** Slices changed since the last checkout, by Service key (a name, or a Set of several). */
   #pending = new Map<string, string | Set<string>>();
   #pendingSlices = 0;
+  /** The last merge {@link portEndpoints} made, dropped at every slice change. */
+  #merged: { service: string; ports: ServiceEndpoints } | undefined;
   #seq = 0;
   #triggerTimes: number[] = [];
   #startTime: number;
@@ -169,6 +171,7 @@ export class EndpointsTracker {
       // Same content, newer write: the controller wrote every endpoint of it from current Pod
       // state, so it is now the freshest word on an address a sibling slice also lists.
       old.seq = ++this.#seq;
+      this.#merged = undefined;
       if (!(entry instanceof Map) || !sharesAddress(slice, entry)) return false;
       this.#markPending(slice.service, slice.name);
       return true;
@@ -201,6 +204,7 @@ export class EndpointsTracker {
   }
 
   #markPending(service: string, name: string) {
+    this.#merged = undefined;
     const p = this.#pending.get(service);
     if (p === name || (p instanceof Set && p.has(name))) return;
     if (p === undefined) this.#pending.set(service, name);
@@ -228,14 +232,40 @@ export class EndpointsTracker {
     return out;
   }
 
+  /**
+   * The endpoints of one port (`key`: portKey()) of a Service's current slices, undefined when
+   * none; a Service with one slice is read without building its map of ports.
+   */
+  portEndpoints(service: string, key: string): readonly EndpointInfo[] | undefined {
+    const entry = this.#slices.get(service);
+    if (entry === undefined) return undefined;
+    if (entry instanceof Map) {
+      // Several slices: merged once for all of the Service's ports (until a slice changes).
+      if (this.#merged?.service !== service) {
+        this.#merged = { service, ports: mergeSlices(entry.values()) };
+      }
+      return this.#merged.ports.get(key);
+    }
+    for (const p of entry.slice.ports) {
+      if (p.key === key) return p.endpoints.length > 0 ? p.endpoints : undefined;
+    }
+    return undefined;
+  }
+
+  /** The Services whose slices changed since the last checkout; forgets them. */
+  checkoutServices(): Iterable<string> {
+    const changed = this.#pending;
+    this.#pending = new Map();
+    this.#pendingSlices = 0;
+    return changed.keys();
+  }
+
   /** Re-merges the Services with changed slices and returns their endpoints. */
   checkout(): Map<string, EndpointsChange> {
     const out = new Map<string, EndpointsChange>();
-    for (const service of this.#pending.keys()) {
+    for (const service of this.checkoutServices()) {
       out.set(service, { current: this.endpoints(service) });
     }
-    this.#pending.clear();
-    this.#pendingSlices = 0;
     return out;
   }
 

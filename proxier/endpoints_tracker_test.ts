@@ -463,3 +463,38 @@ Deno.test("a slice out of address order is sorted once; repeats side by side kee
     /endpoints\[0\]\.addresses\[0\] is "2001:db8::1", expected an IPv4 address/,
   );
 });
+
+Deno.test("portEndpoints: a lone slice read in place; several merged once, again after a change", () => {
+  const t = new EndpointsTracker("me", captureLog().log);
+  const two: EndpointPort[] = [
+    { name: "http", protocol: "TCP", port: 8080 },
+    { name: "dns", protocol: "UDP", port: 53 },
+  ];
+  const DNS4 = portKey(4, "dns", "UDP");
+  t.update(null, slice("a-1", "a", [ep("198.18.1.2"), ep("198.18.1.1")], two));
+  const lone = t.portEndpoints("ns/a", HTTP4)!;
+  assert.deepEqual(lone.map((e) => e.ip), ["198.18.1.1", "198.18.1.2"]);
+  assert.equal(lone, t.endpoints("ns/a").get(HTTP4), "the slice's own list");
+  assert.equal(t.portEndpoints("ns/a", portKey(4, "nope", "TCP")), undefined);
+  assert.equal(t.portEndpoints("ns/none", HTTP4), undefined);
+  const a2 = slice("a-2", "a", [ep("198.18.1.3")], two);
+  t.update(null, a2);
+  assert.deepEqual(t.portEndpoints("ns/a", HTTP4)!.map((e) => e.ip), [
+    "198.18.1.1",
+    "198.18.1.2",
+    "198.18.1.3",
+  ]);
+  assert.deepEqual(t.portEndpoints("ns/a", DNS4)!.map((e) => e.port), [53, 53, 53]);
+  // A change to one slice is seen at once (the merge is not kept past it).
+  t.update(a2, {
+    ...slice("a-2", "a", [ep("198.18.1.4")], two),
+    metadata: { ...a2.metadata!, resourceVersion: "2" },
+  });
+  assert.deepEqual(t.portEndpoints("ns/a", DNS4)!.map((e) => e.ip), [
+    "198.18.1.1",
+    "198.18.1.2",
+    "198.18.1.4",
+  ]);
+  assert.deepEqual([...t.checkoutServices()], ["ns/a"]);
+  assert.deepEqual([...t.checkoutServices()], []);
+});
