@@ -27,6 +27,8 @@ export type ServiceEndpoints = ReadonlyMap<string, readonly EndpointInfo[]>;
 
 /** Whether two endpoints are identical in every field. */
 export function sameEndpoint(a: EndpointInfo, b: EndpointInfo): boolean {
+  // A Service's merged lists reuse the objects of its unchanged slices.
+  if (a === b) return true;
   return a.ip === b.ip && a.port === b.port && a.ready === b.ready && a.serving === b.serving &&
     a.terminating === b.terminating && a.isLocal === b.isLocal && a.nodeName === b.nodeName &&
     a.zone === b.zone && sameStrings(a.zoneHints, b.zoneHints) &&
