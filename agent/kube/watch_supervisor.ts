@@ -13,8 +13,8 @@
  *   before (adds, updates with the old object, deletes), so consumers stay exactly current;
  * - resumes a watch the server ended from the last resourceVersion seen, as client-go does,
  *   and re-lists only after an error or 410 Gone;
- * - keeps only a compact identity string per object when told to (`stub`), so the consumer holds the
- *   only full copy;
+ * - keeps only a compact identity string per object when told to (`stub`), so the consumer
+ *   holds the only full copy;
  * - reports `synced` and per-resource health (for /healthz).
  * Objects are delivered as plain API JSON (list results are normalised to match watch events).
  * @module
