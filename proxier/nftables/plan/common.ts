@@ -167,7 +167,8 @@ export function hairpinElement(ip: string): Element {
  * and dispatch rule, later). The dispatch chains get one
  * rule per class chain present with its set, stale ones included: a class
  * that empties and fills again before its deletion (stale.ts) costs no rule
- * write. Returns the chains a full plan keeps (dispatch and reserved).
+ * write. Returns the chains a full plan keeps (dispatch and reserved); a
+ * partial plan that wrote no class set or chain leaves the dispatch alone.
  */
 export function settleClasses(
   d: Draft,
@@ -179,6 +180,8 @@ export function settleClasses(
 ): string[] {
   const reserved = reserve ? reservedClasses(gen) : [];
   const names = new Set([...d.keys("classes"), ...d.base.classes.keys(), ...reserved]);
+  // The dispatch rules change only with a class set or chain written now (stale.ts deletes).
+  let written = reserve;
   for (const name of names) {
     const c = parseClassChain(name)!;
     const spec = () => classChain(ctx, c.kind, c.proto, c.n, gen);
@@ -207,9 +210,11 @@ export function settleClasses(
     } else if (d.get("sets", setName) !== digest) {
       tb.head.set(set);
       d.set("sets", setName, digest);
+      written = true;
     }
-    keepChain(d, spec(), tb);
+    if (keepChain(d, spec(), tb)) written = true;
   }
+  if (!written) return [];
   const present = [...d.keys("chains"), ...d.keys("staleChains")];
   const classes = dispatchedClasses(
     new Set(present),
@@ -220,12 +225,13 @@ export function settleClasses(
   return [...dispatch.map((c) => c.chain.name), ...reserved];
 }
 
-/** A class chain written unless it holds these rules; no longer stale either way. */
-function keepChain(d: Draft, spec: ChainSpec, tb: TxBuilder): void {
+/** A class chain written unless it holds these rules (true when written); no longer stale. */
+function keepChain(d: Draft, spec: ChainSpec, tb: TxBuilder): boolean {
   const name = spec.chain.name;
   if (d.get("chains", name) === chainDigest(spec)) {
     if (d.has("staleChains", name)) d.set("staleChains", name, null);
-  } else {
-    ensureChain(d, spec, tb.head);
+    return false;
   }
+  ensureChain(d, spec, tb.head);
+  return true;
 }
