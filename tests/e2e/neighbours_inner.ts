@@ -17,8 +17,9 @@
 import assert from "node:assert/strict";
 import { run } from "../netns.ts";
 import { CLIENT4 } from "../topology.ts";
-import { AgentProcess, eventually, httpGet } from "./fixtures/agent_process.ts";
+import { AgentProcess, eventually } from "./fixtures/agent_process.ts";
 import { startAgent } from "./fixtures/agent_under_test.ts";
+import { assertAlive, repairCount, repairedAfter } from "./fixtures/repair_steps.ts";
 import {
   addSetWithUdata,
   deleteTableRaw,
@@ -27,7 +28,6 @@ import {
 } from "./fixtures/foreign_nft.ts";
 import {
   attachTopology,
-  metric,
   nft,
   nftScript,
   nftTable,
@@ -41,8 +41,6 @@ import {
 const topo = attachTopology("tests/e2e/neighbours_test.ts");
 const A = topo.podIPv4(0), B = topo.podIPv4(1);
 const WEB = "198.19.0.10", STICKY = "198.19.0.11", DNS = "198.19.0.53";
-/** The bound under test: from the foreign change to the repair line (notifications, not a timer). */
-const REPAIR_MS = 2_000;
 /** Probes after a repair: real traffic restored (slack for the probes on a busy host). */
 const TRAFFIC_MS = 5_000;
 
@@ -70,36 +68,6 @@ interface Ctx {
   /** The `exotic` table's structure, without what traffic changes. */
   exotic: () => Promise<string>;
   exoticBefore: string;
-}
-
-/** Our IPv4 repair count, from the agent's metrics. */
-async function repairs(c: Ctx): Promise<number> {
-  return metric(
-    (await httpGet(`${c.aut.metrics}/metrics`)).body,
-    "kube_nft_proxy_nftables_repairs_total",
-    'ip_family="IPv4"',
-  ) ?? 0;
-}
-
-/** Fails when the agent has exited. */
-async function alive(agent: AgentProcess): Promise<void> {
-  const exited = await Promise.race([agent.status, new Promise((r) => setTimeout(r, 10))]);
-  assert.equal(exited, undefined, `the agent died: ${JSON.stringify(exited)}\n${agent.tail()}`);
-}
-
-/**
- * Runs `change` (another program's), then waits for the repair log line and a higher repair
- * count; the line must come within {@link REPAIR_MS} of the change.
- */
-async function repairedAfter(c: Ctx, change: () => Promise<unknown>): Promise<number> {
-  const from = c.agent.lines.length, before = await repairs(c);
-  await change();
-  const t0 = performance.now();
-  await c.agent.waitForLine(/another program changed them\); restored/, REPAIR_MS, from);
-  const ms = performance.now() - t0;
-  console.log(`repaired ${ms.toFixed(0)} ms after the change`);
-  await eventually("the repair counted", async () => (await repairs(c)) > before || undefined);
-  return ms;
 }
 
 /** The agent (not started yet) with the Services every step probes. */
@@ -160,7 +128,7 @@ async function coldStart(c: Ctx): Promise<void> {
 async function ownSyncsNotRepairs(c: Ctx): Promise<void> {
   const { agent, aut: { api } } = c;
   const from = agent.lines.length;
-  const r0 = await repairs(c);
+  const r0 = await repairCount(c.aut.metrics);
   for (const eps of [[B], [A, B], [B]]) {
     api.apply(slice("web", eps));
     await reaches(topo, "tcp", WEB, 80, eps.map((ip) => (ip === A ? "a" : "b")));
@@ -174,8 +142,8 @@ async function ownSyncsNotRepairs(c: Ctx): Promise<void> {
     later.filter((l) => /Sync failed|restored|checking what it touched/.test(l)),
     [],
   );
-  assert.equal(await repairs(c), r0, "our own sync counted as a repair");
-  await alive(agent);
+  assert.equal(await repairCount(c.aut.metrics), r0, "our own sync counted as a repair");
+  await assertAlive(agent);
 }
 
 async function traceAndExplain(): Promise<void> {
@@ -301,7 +269,7 @@ async function newerNftSet(c: Ctx): Promise<void> {
   api.apply(slice("sticky2", [A]));
   const err = await agent.waitForLine(/newer-nft/, 10_000, from);
   assert.match(err.text, /Sync failed/);
-  await alive(agent);
+  await assertAlive(agent);
   await reaches(topo, "udp", DNS, 53, ["a", "b"]);
   await reaches(topo, "tcp", WEB, 80, ["a"]);
   const tr = await AgentProcess.run(["trace", "--from", CLIENT4, "--to", `${WEB}:80/tcp`]);
@@ -309,7 +277,7 @@ async function newerNftSet(c: Ctx): Promise<void> {
   assert.match(tr.output, new RegExp(A.replaceAll(".", "\\.")));
   await deleteTableRaw("ip6", "newer-nft");
   await reaches(topo, "tcp", "198.19.0.12", 80, ["a"], 30_000);
-  await alive(agent);
+  await assertAlive(agent);
 }
 
 async function cleanupKeepsNeighbours(c: Ctx): Promise<void> {

@@ -25,11 +25,11 @@ import { NftContext } from "../../ffi/nftables/libnftables.ts";
 import { NftablesMonitor, OwnSockets } from "../../ffi/nftables/netlink/monitor.ts";
 import type { NftNotification } from "../../ffi/nftables/netlink/notify.ts";
 import { run } from "../netns.ts";
-import { AgentProcess, eventually, httpGet } from "./fixtures/agent_process.ts";
+import { AgentProcess, eventually } from "./fixtures/agent_process.ts";
 import { startAgent } from "./fixtures/agent_under_test.ts";
+import { assertAlive, repairCount, repairedAfter } from "./fixtures/repair_steps.ts";
 import {
   attachTopology,
-  metric,
   nft,
   node,
   reaches,
@@ -45,8 +45,6 @@ const WEB = "198.19.0.10", DNS = "198.19.0.53", WEB6 = "2001:db8:ffff::10";
 /** Connections the localhost proxy holds (two descriptors each) before our first raw write. */
 const HELD = 2600;
 const LH_PORT = 30100;
-/** From a foreign change to the repair line (notifications, not a timer). */
-const REPAIR_MS = 2_000;
 const NETLINK_NETFILTER = 12;
 
 /** The agent under test as {@link startAgent} returns it. */
@@ -96,19 +94,6 @@ function agentNetfilterSockets(pid: number): { fd: number; portid: number }[] {
   return out.sort((a, b) => a.fd - b.fd);
 }
 
-async function repairs(c: Ctx): Promise<number> {
-  return metric(
-    (await httpGet(`${c.aut.metrics}/metrics`)).body,
-    "kube_nft_proxy_nftables_repairs_total",
-    'ip_family="IPv4"',
-  ) ?? 0;
-}
-
-async function alive(agent: AgentProcess): Promise<void> {
-  const exited = await Promise.race([agent.status, new Promise((r) => setTimeout(r, 10))]);
-  assert.equal(exited, undefined, `the agent died: ${JSON.stringify(exited)}\n${agent.tail()}`);
-}
-
 /** Lines since `from` that say a sync checked or repaired, failed, or took ours for foreign. */
 function suspicious(agent: AgentProcess, from: number): string[] {
   return agent.lines.slice(from).map((l) => l.text).filter((l) =>
@@ -152,7 +137,7 @@ function logSockets(): Promise<void> {
 
 async function ownSyncsNotChecks(c: Ctx): Promise<void> {
   const { agent, aut: { api } } = c;
-  const from = agent.lines.length, r0 = await repairs(c);
+  const from = agent.lines.length, r0 = await repairCount(c.aut.metrics);
   // Endpoint swaps (raw element batches) and new Services (libnftables scripts).
   for (const eps of [[B], [A, B], [A], [A, B]]) {
     api.apply(slice("web", eps));
@@ -175,18 +160,8 @@ async function ownSyncsNotChecks(c: Ctx): Promise<void> {
   }
   await new Promise((r) => setTimeout(r, 1000));
   assert.deepEqual(suspicious(agent, from), []);
-  assert.equal(await repairs(c), r0, "our own sync counted as a repair");
-  await alive(agent);
-}
-
-/** Runs `change` (another process's), then waits for the repair line within REPAIR_MS. */
-async function repairedAfter(c: Ctx, change: () => Promise<unknown>): Promise<void> {
-  const from = c.agent.lines.length, before = await repairs(c);
-  await change();
-  const t0 = performance.now();
-  await c.agent.waitForLine(/another program changed them\); restored/, REPAIR_MS, from);
-  console.log(`repaired ${(performance.now() - t0).toFixed(0)} ms after the change`);
-  await eventually("the repair counted", async () => (await repairs(c)) > before || undefined);
+  assert.equal(await repairCount(c.aut.metrics), r0, "our own sync counted as a repair");
+  await assertAlive(agent);
 }
 
 async function foreignElementRepaired(c: Ctx): Promise<void> {
@@ -212,7 +187,7 @@ async function foreignRuleRepaired(c: Ctx): Promise<void> {
 /** Ten foreign processes in a row (ten port ids, one scan): all restored; ours stay ours. */
 async function foreignBurst(c: Ctx): Promise<void> {
   const { agent, aut: { api } } = c;
-  const from0 = agent.lines.length, r0 = await repairs(c);
+  const from0 = agent.lines.length, r0 = await repairCount(c.aut.metrics);
   for (let i = 0; i < 10; i++) {
     // Each its own process and port id; a delete may find the element gone already.
     const ip = i % 2 === 0 ? DNS : WEB;
@@ -224,20 +199,23 @@ async function foreignBurst(c: Ctx): Promise<void> {
     const set = await clusterIPs();
     return set.includes(DNS) && set.includes(WEB) || undefined;
   }, 5_000);
-  await eventually("the burst repaired", async () => (await repairs(c)) > r0 || undefined);
+  await eventually(
+    "the burst repaired",
+    async () => (await repairCount(c.aut.metrics)) > r0 || undefined,
+  );
   const lines = agent.lines.slice(from0).filter((l) => /restored/.test(l.text)).length;
-  console.log(`burst: ${(await repairs(c)) - r0} repairs, ${lines} repair lines`);
+  console.log(`burst: ${(await repairCount(c.aut.metrics)) - r0} repairs, ${lines} repair lines`);
   // Our next syncs are still not taken for foreign ones.
   await new Promise((r) => setTimeout(r, 1500));
-  const from = agent.lines.length, r1 = await repairs(c);
+  const from = agent.lines.length, r1 = await repairCount(c.aut.metrics);
   api.apply(slice("web", [B]));
   await reaches(topo, "tcp", WEB, 80, ["b"]);
   api.apply(slice("web", [A, B]));
   await reaches(topo, "tcp", WEB, 80, ["a", "b"]);
   await new Promise((r) => setTimeout(r, 1000));
   assert.deepEqual(suspicious(agent, from), []);
-  assert.equal(await repairs(c), r1);
-  await alive(agent);
+  assert.equal(await repairCount(c.aut.metrics), r1);
+  await assertAlive(agent);
 }
 
 const STEPS: readonly (readonly [string, (c: Ctx) => Promise<void>])[] = [
