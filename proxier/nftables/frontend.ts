@@ -148,24 +148,26 @@ function mapElement(map: string, key: string[], value?: string, comment?: string
 export const IN_VMAP = "vmap:";
 
 /**
- * The element that holds a frontend's dispatch verdict: for a class chain, its membership of
- * the class's frontends set (no verdict, so no table validation at commit); for a chain of the
- * service port's own, an element of the dispatch verdict map.
+ * Where a frontend's dispatch verdict is held, and the value there: for a class chain, the
+ * class's frontends set (an element with no value: no table validation at commit); for a chain
+ * of the service port's own, the dispatch verdict map.
  */
+function verdictPlace(nodePort: boolean, verdict: string): [string, string] {
+  const cls = classOfVerdict(verdict);
+  if (cls !== undefined) return [classSetName(cls), ""];
+  const v = verdict.startsWith(IN_VMAP) ? verdict.slice(IN_VMAP.length) : verdict;
+  return [nodePort ? FIXED.serviceNodePorts : FIXED.serviceIPs, v];
+}
+
+/** The element that holds a frontend's dispatch verdict (see {@link verdictPlace}). */
 export function verdictElement(
   key: string,
   nodePort: boolean,
   verdict: string,
   comment?: string,
 ): Element {
-  const cls = classOfVerdict(verdict);
-  if (cls !== undefined) {
-    const e: Element = { kind: "element", set: classSetName(cls), key: [key] };
-    if (comment !== undefined) e.comment = comment;
-    return e;
-  }
-  const v = verdict.startsWith(IN_VMAP) ? verdict.slice(IN_VMAP.length) : verdict;
-  return mapElement(nodePort ? FIXED.serviceNodePorts : FIXED.serviceIPs, [key], v, comment);
+  const [place, value] = verdictPlace(nodePort, verdict);
+  return placeElement(place, key, value, comment);
 }
 
 /**
@@ -175,10 +177,7 @@ export function verdictElement(
  */
 export function frontendPlaces(nodePort: boolean, f: FrontendElements): [string, string][] {
   const out: [string, string][] = [];
-  if (f.verdict !== undefined) {
-    const e = verdictElement("", nodePort, f.verdict);
-    out.push([e.set ?? e.map!, (e.value ?? []).join(" ")]);
-  }
+  if (f.verdict !== undefined) out.push(verdictPlace(nodePort, f.verdict));
   if (f.noEndpoint !== undefined) {
     out.push([nodePort ? FIXED.noEndpointNodePorts : FIXED.noEndpointServices, f.noEndpoint]);
   }
