@@ -72,14 +72,17 @@ function agentJobs(quick: boolean, soak: boolean): Job[] {
   const idle = Number(
     Deno.env.get("KNP_BENCH_IDLE_SECONDS") ?? (soak ? 0 : quick ? 30 : 300),
   );
+  // The big Deployment's rolling update (pods, at 20 a second): 10 s in the full plan, 3 s in
+  // CI, none in the soak; KNP_BENCH_BIG_STEPS overrides. Its setup and teardown take ~10-30 s.
+  const big = Number(Deno.env.get("KNP_BENCH_BIG_STEPS") ?? (soak ? 0 : quick ? 60 : 200));
   return agentSizes.map(([s, e, churn]) => ({
     group: soak ? "soak" : "agent",
     label: `agent ${s}x${e}`,
     script: bench("agent/agent_bench.ts"),
     args: ["--services", `${s}`, "--eps", `${e}`, "--churn-seconds", `${churn}`]
-      .concat(["--idle-seconds", `${idle}`])
+      .concat(["--idle-seconds", `${idle}`, "--big-steps", `${big}`])
       .concat(quick ? ["--settle-seconds", "10"] : []),
-    timeoutSeconds: 300 + churn * 2 + s / 100 + idle,
+    timeoutSeconds: 300 + churn * 2 + s / 100 + idle + (big > 0 ? 60 + big / 20 : 0),
   }));
 }
 

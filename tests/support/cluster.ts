@@ -79,16 +79,26 @@ export function service(i: number, ip = clusterIP(i)): KObject {
 export interface Ep {
   ip: string;
   ready?: boolean;
+  /** Defaults to `ready` (a terminating pod still serving sets it true, ready false). */
+  serving?: boolean;
   terminating?: boolean;
 }
 
-/** The EndpointSlice of service `i` with `eps`. */
+/** The EndpointSlice of service `i` with `eps` (its only one, named `<service>-abcde`). */
 export function slice(i: number, eps: Ep[]): KObject {
+  return sliceNamed(i, eps, "abcde");
+}
+
+/**
+ * An EndpointSlice `<service>-<suffix>` of service `i` with `eps`: one of several slices of a
+ * Service (the big-Deployment phase of the benchmark spreads one Service over 50).
+ */
+export function sliceNamed(i: number, eps: Ep[], suffix: string): KObject {
   const { namespace, name } = serviceName(i);
   return {
     kind: "EndpointSlice",
     metadata: {
-      name: `${name}-abcde`,
+      name: `${name}-${suffix}`,
       namespace,
       labels: {
         "kubernetes.io/service-name": name,
@@ -104,7 +114,7 @@ export function slice(i: number, eps: Ep[]): KObject {
       addresses: [e.ip],
       conditions: {
         ready: e.ready ?? true,
-        serving: e.ready ?? true,
+        serving: e.serving ?? e.ready ?? true,
         terminating: e.terminating ?? false,
       },
       nodeName: `node-${e.ip.split(".")[3]}`,

@@ -13,6 +13,9 @@
  * - `agent-idle`: the agent at rest (default --sync-period) for KNP_BENCH_IDLE_SECONDS (default
  *   300; 0 skips it): CPU share, event-loop stalls, full syncs, then the time to repair another
  *   program's flush of the dispatch map (see idle.ts);
+ * - `agent-big-deployment`: one Service of 5000 endpoints in 50 slices, rolled at 20 pods a
+ *   second (KNP_BENCH_BIG_STEPS or --big-steps pods, default 200; 0 skips it): each write's
+ *   time to the kernel's commit and the elements it wrote (see big_deployment.ts);
  * - `agent-churn`: rolling-update EndpointSlice rewrites plus Service creates, deletes and port
  *   changes at a fixed rate; latency of tracked changes, failed probes to unchanged Services,
  *   the agent's CPU share, its pending-change backlog and RSS over time; `series` holds each
@@ -21,7 +24,7 @@
  *
  * Runs INSIDE the node namespace the driver (tests/bench/main.ts) made, and refuses otherwise.
  * Usage: agent_bench.ts --services N --eps E [--churn-seconds S] [--churn-rate R]
- *        [--settle-seconds S]
+ *        [--settle-seconds S] [--big-steps S]
  * Environment: KNP_BENCH_AGENT_LOG=FILE keeps the agent's output; KNP_BENCH_AGENT_ARGS adds
  * agent flags (e.g. "--v=2"); KNP_BENCH_CHURN_SECONDS and KNP_BENCH_SETTLE_SECONDS override the
  * churn length and the wait before the steady reading; KNP_BENCH_NFT_MONITOR=FILE records
@@ -46,6 +49,7 @@ import {
 import { BenchNet, treeStat } from "../../support/net.ts";
 import { idle } from "./idle.ts";
 import { churn } from "./churn.ts";
+import { bigDeployment } from "./big_deployment.ts";
 import { quantile, round, scrape, sleep, target } from "./measure.ts";
 import { now } from "../../support/prober.ts";
 
@@ -317,6 +321,20 @@ async function main(): Promise<void> {
       emit(await idle({ pid: a.pid, metrics, net, seconds: idleSeconds, size, probe }));
     }
 
+    const minSyncPeriod = flagValue(args, ["min-sync-period", "iptables-min-sync-period"]) ??
+      "1s (default)";
+    const bigSteps = Number(Deno.env.get("KNP_BENCH_BIG_STEPS") ?? arg("big-steps", 200));
+    // Its index and ClusterIP lie outside every other phase's (churn creates from N + 5 up).
+    const maxOtherIndex = N + 5 + Math.ceil(churnSeconds * churnRate * 0.05);
+    if (bigSteps > 0) {
+      emit(
+        await bigDeployment({
+          ...{ api, net, size, steps: bigSteps, rate: 20, index: N + 1_000_000 },
+          ...{ unchanged: [...sampled][0], maxOtherIndex, minSyncPeriod },
+        }),
+      );
+    }
+
     if (churnSeconds > 0) {
       const pool = churnPool, unchanged = [...sampled], firstNewService = N + 5;
       emit({
@@ -325,8 +343,7 @@ async function main(): Promise<void> {
           ...{ seconds: churnSeconds, rate: churnRate, firstNewService },
         }),
         // Under churn a change waits for this (batched syncs): the plots say which it was.
-        minSyncPeriod: flagValue(args, ["min-sync-period", "iptables-min-sync-period"]) ??
-          "1s (default)",
+        minSyncPeriod,
       });
     }
     const st = await a.stop("SIGTERM");
