@@ -187,6 +187,24 @@ export function buildContext(
   };
 }
 
+/**
+ * Everything of `state` and `hostAddrs` that {@link buildContext} reads, as a string: equal
+ * strings give equal contexts (for one config), so a sync can reuse the last one instead of
+ * re-parsing the CIDRs and re-selecting NodePort addresses on every change.
+ */
+export function contextInputs(state: ProxyState, hostAddrs?: readonly string[]): string {
+  const n = state.node;
+  return [
+    state.family,
+    n.name,
+    n.labels[ZONE_LABEL] ?? "",
+    n.ips.join(","),
+    n.podCIDRs.join(","),
+    state.serviceCIDRs.join(","),
+    hostAddrs === undefined ? "-" : hostAddrs.join(","),
+  ].join("|");
+}
+
 /** A string that changes exactly when the context changes in a way that affects rules. */
 export function contextKey(ctx: BuildContext): string {
   const { warnings: _w, ...rest } = ctx;

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { buildContext, contextKey } from "./context.ts";
+import { buildContext, contextInputs, contextKey } from "./context.ts";
 import { CFG, ctx4, state } from "./testing.ts";
 
 Deno.test("context: family filtering, mark, nodeport IPs, detector", () => {
@@ -64,6 +64,26 @@ Deno.test("contextKey changes with rule-relevant context only", () => {
   // Labels topology does not look at do not force a rebuild.
   const other = { ...st, node: { ...st.node, labels: { "example.com/x": "y" } } };
   assert.equal(contextKey(buildContext(other, CFG)), a);
+});
+
+Deno.test("contextInputs: equal inputs give equal contexts, any input buildContext reads differs", () => {
+  const st = state();
+  const base = contextInputs(st, ["198.18.0.1"]);
+  // Services and endpoints are not inputs: a change of them reuses the context.
+  const svc = state([], { x: [] });
+  assert.equal(contextInputs(svc, ["198.18.0.1"]), base);
+  const zoned = { ...st, node: { ...st.node, labels: { "topology.kubernetes.io/zone": "z" } } };
+  const variants = [
+    contextInputs(st, ["198.18.0.2"]),
+    contextInputs(st, undefined),
+    contextInputs({ ...st, family: 6 }, ["198.18.0.1"]),
+    contextInputs(zoned, ["198.18.0.1"]),
+    contextInputs({ ...st, node: { ...st.node, ips: ["198.18.0.9"] } }, ["198.18.0.1"]),
+    contextInputs({ ...st, node: { ...st.node, podCIDRs: [] } }, ["198.18.0.1"]),
+    contextInputs({ ...st, serviceCIDRs: ["198.19.0.0/16"] }, ["198.18.0.1"]),
+  ];
+  for (const v of variants) assert.notEqual(v, base);
+  assert.equal(new Set(variants).size, variants.length);
 });
 
 Deno.test("context: nodePortAddresses CIDRs select this host's interface addresses", () => {

@@ -23,7 +23,7 @@ import {
   type ProxyState,
   type StaleReport,
 } from "../model.ts";
-import { type BuildContext, buildContext, contextKey } from "./context.ts";
+import { type BuildContext, buildContext, contextInputs, contextKey } from "./context.ts";
 import type { Plan } from "./plan/common.ts";
 import { planFull } from "./plan/full.ts";
 import { readKernelView } from "./plan/kernel_view.ts";
@@ -78,6 +78,8 @@ export class Proxier {
   /** Changes taken by a sync that stepped aside, for the next one. */
   private carried: { changed: Set<string>; deleted: Set<string> } | undefined;
   private warnedKey: string | undefined;
+  /** The last build context, with what it was built from (contextInputs). */
+  private lastContext: { inputs: string; ctx: BuildContext; key: string } | undefined;
   private needFull = true;
   private fullReason = "startup";
   /** The next full sync moves to a fresh generation (the written state may be wrong). */
@@ -225,8 +227,13 @@ export class Proxier {
 
   /** This sync's build context; warns once per context and asks for a full sync when it moved. */
   private contextFor(input: ProxierInput): { ctx: BuildContext; key: string } {
-    const ctx = buildContext(input.state, this.cfg, this.hostAddresses?.());
-    const key = contextKey(ctx);
+    const host = this.hostAddresses?.();
+    const inputs = contextInputs(input.state, host);
+    if (this.lastContext?.inputs !== inputs) {
+      const built = buildContext(input.state, this.cfg, host);
+      this.lastContext = { inputs, ctx: built, key: contextKey(built) };
+    }
+    const { ctx, key } = this.lastContext;
     if (key !== this.warnedKey) {
       // Settings the node cannot honour (e.g. localhost NodePorts): say so once per context.
       this.warnedKey = key;
