@@ -346,7 +346,7 @@ Deno.test("an overrun checks everything once; the engine's clock runs the period
   await engine.stop();
 });
 
-Deno.test("engine feeds the conntrack runner's reconcile index: every port first, then the changed ones", async () => {
+Deno.test("engine feeds the conntrack runner's reconcile index before each reconcile: every port first, then the changed ones", async () => {
   const ct = new FakeConntrack();
   const fed: { family: number; ids: string[]; services: number }[] = [];
   const runner = new InlineConntrack(() => ct);
@@ -380,13 +380,21 @@ Deno.test("engine feeds the conntrack runner's reconcile index: every port first
     engine.markSynced("services");
     engine.markSynced("endpointSlices");
     await engine.syncNow();
+    // The first sync runs a reconcile at once, which is fed every port first.
     assert.deepEqual(fed, [{ family: 4, ids: ["default/dns:p", "default/web:p"], services: 2 }]);
     engine.recordEndpointSlice(
       slice("dns-1", "dns", ["198.18.1.1"]),
       slice("dns-1", "dns", ["198.18.1.2"], "2"),
     );
     await engine.syncNow();
-    assert.deepEqual(fed[1], { family: 4, ids: ["default/dns:p"], services: 2 });
+    engine.recordService(null, service("db", "198.19.0.90", "TCP"));
+    await engine.syncNow();
+    assert.equal(fed.length, 1, "fed just before a reconcile, not per commit");
+    // Two commits, one message: the ports either changed, with the newest state.
+    await engine.reconcileNow();
+    assert.deepEqual(fed[1], { family: 4, ids: ["default/db:p", "default/dns:p"], services: 3 });
+    await engine.reconcileNow();
+    assert.equal(fed.length, 2, "nothing changed since the last reconcile: nothing fed");
   } finally {
     await engine.stop();
   }

@@ -3,9 +3,9 @@
  * synchronous, so on the main thread a million-entry table would block the
  * event loop (health checks, metrics, informers) for seconds. The Worker
  * opens its own conntrack client (its own dlopen and netlink sockets) per
- * request, and posts counts back. The frontend index follows the syncs: the
- * main thread posts the entries of the service ports each sync changed
- * ({@link ReconcileWorker.updateIndex}), the Worker keeps them and builds the
+ * request, and posts counts back. The frontend index follows the syncs: before
+ * each reconcile the main thread posts the entries of the service ports the
+ * syncs changed ({@link ReconcileWorker.updateIndex}), the Worker keeps them and builds the
  * index itself, so a reconcile costs the event loop nothing that grows with the
  * cluster.
  *
