@@ -231,6 +231,9 @@ function summarize(
     readyMaxms: ready.max,
     terminatingP50ms: term.p50,
     terminatingMaxms: term.max,
+    // Under batching (shared commits) a commit's elements go to the first write it answers.
+    commits: commits.filter((c) => c.t < end && c.t >= t0).length,
+    elementsTotal: perStep.reduce((x, y) => x + y, 0),
     elementsPerStepP50: quantile(perStep, 0.5),
     elementsPerStepMax: Math.max(...perStep),
     elementsReadyP50: elementsOf("ready").p50,
@@ -256,8 +259,9 @@ function summarize(
 }
 
 /**
- * When the last write's window closes: one write interval after it, or later when the last
- * change write's commit came later (up to 5 s: a commit at --min-sync-period 1 s).
+ * When the last write's window closes: one write interval after it, or later when the commit
+ * carrying the last change write came later (up to 5 s: at --min-sync-period 1 s, or batched
+ * with another write so that nothing moved).
  */
 async function windowEnd(
   log: CommitLog,
@@ -269,7 +273,8 @@ async function windowEnd(
   const change = writes.findLast((w) => w.expectsChange);
   let answered = 0;
   if (change !== undefined) {
-    const c = await log.waitFor(from, (c) => c.t >= change.t && c.elements > 0, 5000)
+    const carries = change.carries ?? (() => true);
+    const c = await log.waitFor(from, (c) => c.t >= change.t && c.elements > 0 && carries(c), 5000)
       .catch(() => undefined);
     answered = c === undefined ? now() : c.t + 0.001;
   }

@@ -106,7 +106,10 @@ export interface Attribution {
   noChangeCommits: number;
   /** Their element messages. */
   noChangeElements: number;
-  /** Up to three of them, described. */
+  /**
+   * Up to three of them, described, each with its time (s since the first write) and the commit
+   * before it (for diagnosis).
+   */
   noChangeExamples: string[];
   /** Change writes no commit answered before the end. */
   unanswered: number;
@@ -148,7 +151,7 @@ export function attribute(
   };
   const pending: number[] = [];
   let next = 0; // the first write not yet before the current commit
-  for (const c of commits) {
+  for (const [k, c] of commits.entries()) {
     if (c.t >= end) break;
     for (; next < writes.length && writes[next].t <= c.t; next++) {
       if (writes[next].expectsChange) pending.push(next);
@@ -177,7 +180,11 @@ export function attribute(
     else {
       a.noChangeCommits++;
       a.noChangeElements += c.elements;
-      if (a.noChangeExamples.length < 3) a.noChangeExamples.push(describeCommit(c));
+      if (a.noChangeExamples.length < 3) {
+        const before = k > 0 ? describeCommit(commits[k - 1]) : "none";
+        const at = ((c.t - writes[0].t) / 1000).toFixed(3);
+        a.noChangeExamples.push(`${at} s: ${describeCommit(c)} (the commit before: ${before})`);
+      }
     }
   }
   for (; next < writes.length; next++) if (writes[next].expectsChange) pending.push(next);

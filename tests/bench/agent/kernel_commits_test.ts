@@ -133,7 +133,7 @@ Deno.test("attribute: commits nothing waits for are extra or no-change findings"
   assert.equal(a.outcomes[0].elements, 4);
   assert.equal(a.noChangeCommits, 1);
   assert.equal(a.noChangeElements, 2);
-  assert.deepEqual(a.noChangeExamples, ["endpoints-tcp:+1-1"]);
+  assert.deepEqual(a.noChangeExamples, ["0.023 s: endpoints-tcp:+1-1 (the commit before: )"]);
   assert.equal(a.unanswered, 1);
 });
 
