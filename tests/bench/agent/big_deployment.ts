@@ -12,8 +12,10 @@
  * An {@link NftablesMonitor} in this process (the node namespace, none of the agent's sockets
  * known to it) sees every commit the agent makes: its element messages and its NEWGEN. A change
  * write is timed from the API write to the NEWGEN of the first commit after it that carries
- * elements; kernel_commits.ts attributes the commits. The Service is deleted at the end, so the
- * churn phase after it runs against the cluster it always had.
+ * elements and leaves the frontend in the class the write leads to (5001 or 5000 endpoints; a
+ * batch of writes answers those up to the last whose class it leaves); kernel_commits.ts
+ * attributes the commits. The Service is deleted at the end, so the churn phase after it runs
+ * against the cluster it always had.
  *
  * @module
  */
@@ -143,12 +145,24 @@ function deployment(firstAddress: number): Deployment {
 type Kind = "ready" | "terminating" | "gone";
 const KINDS: Kind[] = ["ready", "terminating", "gone"];
 
-/** What each kind of write changes in the kernel: its frontend moves into this class's set. */
-const CARRIES: Record<Kind, ((c: Commit) => boolean) | undefined> = {
-  ready: (c) => classSet(c, ENDPOINTS + 1, "new"),
-  terminating: (c) => classSet(c, ENDPOINTS, "new"),
+/** The class (endpoints in use) each kind of write leads to; none for the one that changes nothing. */
+const STATE: Record<Kind, number | undefined> = {
+  ready: ENDPOINTS + 1,
+  terminating: ENDPOINTS,
   gone: undefined,
 };
+
+/** Sets each commit's state: the class of the frontend after it, moved by class-set adds. */
+function trackClass(commits: readonly Commit[], initial: number): void {
+  let cls = initial;
+  for (const c of commits) {
+    for (const [k, [added]] of Object.entries(c.names)) {
+      const m = /^frontends-dnat-tcp-(\d+)(?:-g\d+)?$/.exec(k);
+      if (m && added > 0) cls = Number(m[1]);
+    }
+    c.state = cls;
+  }
+}
 
 /** Applies write `kind` of step `step` to the Deployment's state; returns its slice. */
 function rollingWrite(d: Deployment, step: number, kind: Kind): number {
@@ -194,7 +208,7 @@ async function rollingUpdate(o: BigDeploymentOptions, d: Deployment, steps: numb
     const obj = sliceNamed(o.index, d.slices[k], `${k}`);
     const t = now();
     o.api.apply(obj);
-    writes.push({ t, expectsChange: kind !== "gone", carries: CARRIES[kind], step, kind });
+    writes.push({ t, expectsChange: kind !== "gone", state: STATE[kind], step, kind });
   }
   return { writes, interval, lagMax };
 }
@@ -208,6 +222,7 @@ function summarize(
   commits: readonly Commit[],
   end: number,
 ) {
+  trackClass(commits, ENDPOINTS);
   const a = attribute(writes, commits, end);
   const lat = (kind?: Kind) =>
     writes.flatMap((w, j) =>
@@ -273,8 +288,8 @@ async function windowEnd(
   const change = writes.findLast((w) => w.expectsChange);
   let answered = 0;
   if (change !== undefined) {
-    const carries = change.carries ?? (() => true);
-    const c = await log.waitFor(from, (c) => c.t >= change.t && c.elements > 0 && carries(c), 5000)
+    const reaches = (c: Commit) => change.state === undefined || classSet(c, change.state, "new");
+    const c = await log.waitFor(from, (c) => c.t >= change.t && c.elements > 0 && reaches(c), 5000)
       .catch(() => undefined);
     answered = c === undefined ? now() : c.t + 0.001;
   }

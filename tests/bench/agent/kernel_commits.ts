@@ -28,6 +28,11 @@ export interface Commit {
   objects: number;
   /** Per set (or chain, for rules and chains): "+adds-deletes", for findings. */
   names: Record<string, [number, number]>;
+  /**
+   * What the kernel holds after it, as the caller tracks it (the big Deployment: the class of
+   * its frontend); compared with {@link Write.state}.
+   */
+  state?: number;
 }
 
 /** Groups notifications into commits; a batch split over two receives is joined. */
@@ -71,12 +76,8 @@ export interface Write {
   t: number;
   /** Whether the dataplane must change for it. */
   expectsChange: boolean;
-  /**
-   * Whether a commit carries this write's own change (a change write of known content: the
-   * commit that moves the frontend into the class the write leads to). Unset: any commit with
-   * elements may.
-   */
-  carries?: (c: Commit) => boolean;
+  /** What the kernel should hold after it (see {@link Commit.state}); unset: anything. */
+  state?: number;
 }
 
 /** What the kernel did for one write. */
@@ -100,7 +101,10 @@ export interface Attribution {
   sharedCommits: number;
   /** Commits that answered a change write after a later write was made (shared ones too). */
   lateCommits: number;
-  /** Commits while no change write waited, after a change write already answered. */
+  /**
+   * Commits with elements that answered nothing: while no change write waited, after a change
+   * write already answered; or while some waited, in a state none of them leads to.
+   */
   extraCommits: number;
   /** Commits while no change write waited, after a write that needed no change. */
   noChangeCommits: number;
@@ -115,18 +119,43 @@ export interface Attribution {
   unanswered: number;
 }
 
+/** Commit `c` (with elements) answers the pending writes it reaches the state of, if any. */
+function answer(
+  a: Attribution,
+  writes: readonly Write[],
+  pending: number[],
+  c: Commit,
+  latest: number,
+) {
+  const reaches = (w: number) =>
+    c.state === undefined || writes[w].state === undefined || writes[w].state === c.state;
+  const last = pending.findLastIndex(reaches);
+  if (last < 0) {
+    a.extraCommits++;
+    return;
+  }
+  const answered = pending.splice(0, last + 1);
+  const shared = answered.length > 1;
+  if (shared) a.sharedCommits++;
+  if (answered[0] !== latest) a.lateCommits++;
+  for (const w of answered) {
+    a.outcomes[w].toKernelMs = c.t - writes[w].t;
+    Object.assign(a.outcomes[w], { shared, late: w !== latest });
+  }
+}
+
 /**
  * Matches commits (sorted by time) to writes (sorted by time); commits at or after `end`, or
  * before the first write, are left out.
  *
  * A change write is answered by the first commit after it that carries elements (a commit with
  * none, such as a class chain's own libnftables transaction, counts towards it but is not yet the
- * change). The agent writes the latest state, so a commit answers the waiting change writes up to
- * the last one it {@link Write.carries} (earlier ones are in effect or moot); when it carries none
- * of them, it answers all of them (a batch of several writes). Several answered at once: shared;
- * answered after a later write was made: late (both flagged, not hidden). A commit while no
- * change write waits belongs to the latest write before it: an extra commit if that write needed
- * a change, else a commit for a no-change write (a finding).
+ * change). The agent writes the latest state it has seen, so a commit answers the waiting change
+ * writes up to the last one whose {@link Write.state} it reaches (earlier ones are in effect or
+ * moot); without states, all of them. Several answered at once (a batch): shared; answered after
+ * a later write was made: late (both flagged, not hidden). A commit while no change write waits
+ * belongs to the latest write before it: an extra commit if that write needed a change, else a
+ * commit for a no-change write (a finding).
  */
 export function attribute(
   writes: readonly Write[],
@@ -162,16 +191,7 @@ export function attribute(
       const first = outcomes[pending[0]];
       first.commits++;
       first.elements += c.elements;
-      if (c.elements === 0) continue;
-      const lastCarried = pending.findLastIndex((w) => writes[w].carries?.(c) ?? true);
-      const answered = pending.splice(0, lastCarried < 0 ? pending.length : lastCarried + 1);
-      const shared = answered.length > 1;
-      if (shared) a.sharedCommits++;
-      if (answered[0] !== latest) a.lateCommits++;
-      for (const w of answered) {
-        outcomes[w].toKernelMs = c.t - writes[w].t;
-        Object.assign(outcomes[w], { shared, late: w !== latest });
-      }
+      if (c.elements > 0) answer(a, writes, pending, c, latest);
       continue;
     }
     outcomes[latest].commits++;

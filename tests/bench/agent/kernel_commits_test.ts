@@ -89,28 +89,32 @@ Deno.test("attribute: a late commit after a no-change write is late, not a no-ch
   assert.equal(a.lateCommits, 1);
 });
 
-Deno.test("attribute: known content answers only the writes up to the one it carries", () => {
-  const to = (set: string) => (c: Commit) => set in c.names;
+Deno.test("attribute: a commit answers the writes up to the last whose state it reaches", () => {
   const writes = [
-    { t: 0, expectsChange: true, carries: to("class-2") },
-    { t: 20, expectsChange: true, carries: to("class-1") },
+    { t: 0, expectsChange: true, state: 2 },
+    { t: 20, expectsChange: true, state: 1 },
     { t: 40, expectsChange: false },
+    { t: 60, expectsChange: true, state: 2 },
   ];
-  const moved = (t: number, set: string): Commit => ({ ...commit(t, 3), names: { [set]: [1, 0] } });
+  const at = (t: number, state: number): Commit => ({ ...commit(t, 3), state });
   // The first write's commit after the second write: late, the second still waits.
-  const a = attribute(writes, [moved(22, "class-2"), moved(45, "class-1")], 60);
-  assert.deepEqual(a.outcomes.map((o) => o.toKernelMs), [22, 25, undefined]);
-  assert.deepEqual(a.outcomes.map((o) => o.late), [true, true, false]);
-  assert.deepEqual(a.outcomes.map((o) => o.shared), [false, false, false]);
+  const a = attribute(writes, [at(22, 2), at(45, 1), at(70, 2)], 100);
+  assert.deepEqual(a.outcomes.map((o) => o.toKernelMs), [22, 25, undefined, 10]);
+  assert.deepEqual(a.outcomes.map((o) => o.late), [true, true, false, false]);
+  assert.deepEqual(a.outcomes.map((o) => o.shared), [false, false, false, false]);
   assert.equal(a.noChangeCommits, 0);
   assert.equal(a.lateCommits, 2);
-  // Both batched into one commit that moves nothing: it answers both, shared.
-  const b = attribute(writes, [commit(30, 4)], 60);
-  assert.deepEqual(b.outcomes.map((o) => o.toKernelMs), [30, 10, undefined]);
+  // The first two batched (state 1) after the fourth was made: the fourth still waits for its
+  // own commit, which is then not taken for the no-change write's.
+  const b = attribute(writes, [at(65, 1), at(75, 2)], 100);
+  assert.deepEqual(b.outcomes.map((o) => o.toKernelMs), [65, 45, undefined, 15]);
+  assert.deepEqual(b.outcomes.map((o) => o.shared), [true, true, false, false]);
   assert.equal(b.sharedCommits, 1);
-  // The second write's content: the first is answered with it.
-  const c = attribute(writes, [moved(30, "class-1")], 60);
-  assert.deepEqual(c.outcomes.map((o) => o.toKernelMs), [30, 10, undefined]);
+  assert.equal(b.noChangeCommits, 0);
+  // A state no waiting write leads to answers nothing.
+  const c = attribute(writes.slice(0, 1), [at(5, 7), at(9, 2)], 100);
+  assert.equal(c.outcomes[0].toKernelMs, 9);
+  assert.equal(c.extraCommits, 1);
 });
 
 Deno.test("attribute: a commit without elements waits for the one that carries the change", () => {
