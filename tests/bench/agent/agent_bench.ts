@@ -329,7 +329,7 @@ async function main(): Promise<void> {
     if (bigSteps > 0) {
       emit(
         await bigDeployment({
-          ...{ api, net, size, steps: bigSteps, rate: 20, index: N + 1_000_000 },
+          ...{ api, net, size, pid: a.pid, steps: bigSteps, rate: 20, index: N + 1_000_000 },
           ...{ unchanged: [...sampled][0], maxOtherIndex, minSyncPeriod },
         }),
       );

@@ -28,7 +28,7 @@ import {
   serviceName,
   sliceNamed,
 } from "../../support/cluster.ts";
-import type { BenchNet } from "../../support/net.ts";
+import { type BenchNet, treeStat } from "../../support/net.ts";
 import { now } from "../../support/prober.ts";
 import { NftablesMonitor } from "../../../ffi/nftables/netlink/monitor.ts";
 import { attribute, type Commit, CommitCollector, type Write } from "./kernel_commits.ts";
@@ -61,6 +61,8 @@ export interface BigDeploymentOptions {
   index: number;
   /** Above every Service index the bench may use, the big one's aside (for the ClusterIP). */
   maxOtherIndex: number;
+  /** The agent's pid (its process tree's CPU is read over the rolling update). */
+  pid: number;
   /** A Service never changed: it must still answer at the end. */
   unchanged: number;
   /** The agent's --min-sync-period as given, for the result line. */
@@ -349,9 +351,10 @@ export async function bigDeployment(o: BigDeploymentOptions): Promise<Record<str
     } catch (e) {
       return { ...head, error: `the big Service never settled in the kernel: ${e}` };
     }
-    const from = log.commits.length;
+    const from = log.commits.length, cpu0 = treeStat(o.pid).cpuSeconds;
     const { writes, interval, lagMax } = await rollingUpdate(o, d, steps);
     const end = await windowEnd(log, from, writes, interval);
+    const cpu = treeStat(o.pid).cpuSeconds - cpu0;
     const after = await traffic(o);
     const commits = log.commits.slice(from);
     const bucketsAtEnd = created.bucketsAfterCreate +
@@ -360,6 +363,7 @@ export async function bigDeployment(o: BigDeploymentOptions): Promise<Record<str
       ...head,
       ...summarize(writes, commits, end),
       seconds: round((end - writes[0].t) / 1000),
+      cpuShare: Math.round((cpu / ((end - writes[0].t) / 1000)) * 100) / 100,
       // For reading the agent's log beside the series (its times are from the first write).
       startedAt: new Date(writes[0].t).toISOString(),
       scheduleLagMaxms: round(lagMax),
