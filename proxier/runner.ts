@@ -39,7 +39,9 @@ export class BoundedFrequencyRunner {
   #timerAt = Infinity;
   /** Bumped whenever the pending tick is replaced or cancelled (a microtask cannot be cleared). */
   #armed = 0;
-  readonly #deferred = new Set<ReturnType<typeof setTimeout>>();
+  /** The one delayed request (runAfter), and when it is due. */
+  #deferred: ReturnType<typeof setTimeout> | undefined;
+  #deferredAt = Infinity;
   #current: Promise<void> = Promise.resolve();
   readonly #fn: () => Promise<void>;
   readonly #opts: RunnerOptions;
@@ -83,14 +85,22 @@ export class BoundedFrequencyRunner {
     if (this.#started && !this.#running) this.#schedule(this.#waitForToken(), true);
   }
 
-  /** Requests a run no earlier than `ms` from now (e.g. a delayed chain deletion). */
+  /**
+   * Requests a run no earlier than `ms` from now (e.g. a delayed chain deletion). One delayed
+   * request is kept, the earliest: a run at that time asks again for whatever is still due
+   * later, so every sync may ask without piling up timers (each would be a run of its own).
+   */
   runAfter(ms: number): void {
     if (this.#stopped) return;
-    const t = setTimeout(() => {
-      this.#deferred.delete(t);
+    const at = Date.now() + Math.max(0, ms);
+    if (this.#deferred !== undefined && this.#deferredAt <= at) return;
+    clearTimeout(this.#deferred);
+    this.#deferredAt = at;
+    this.#deferred = setTimeout(() => {
+      this.#deferred = undefined;
+      this.#deferredAt = Infinity;
       this.run();
-    }, Math.max(0, ms));
-    this.#deferred.add(t);
+    }, at - Date.now());
   }
 
   /** Stops scheduling and waits for a run in progress. */
@@ -98,8 +108,8 @@ export class BoundedFrequencyRunner {
     this.#stopped = true;
     this.#armed++;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
-    for (const t of this.#deferred) clearTimeout(t);
-    this.#deferred.clear();
+    clearTimeout(this.#deferred);
+    this.#deferred = undefined;
     this.#timer = undefined;
     await this.#current;
   }

@@ -138,6 +138,31 @@ Deno.test("runner: runAfter requests a delayed run; stop cancels everything", as
   }
 });
 
+Deno.test("runner: runAfter keeps the earliest delayed request only", async () => {
+  const { clock, r, runs } = setup({ min: 0, max: 60_000 });
+  try {
+    r.start();
+    await clock.tickAsync(0);
+    // Every sync of a busy agent asks for the same follow-up: one run, not one per request.
+    for (let i = 0; i < 50; i++) {
+      r.runAfter(1000);
+      await clock.tickAsync(10);
+    }
+    r.runAfter(2000); // later than the one kept: that run asks again if still due
+    await clock.tickAsync(600);
+    assert.equal(runs.length, 2, `runs at ${runs}`);
+    assert.ok(runs[1] >= 1000 && runs[1] <= 1001, `deferred run at ${runs[1]}`);
+    r.runAfter(500);
+    r.runAfter(100); // earlier: replaces it
+    await clock.tickAsync(1000);
+    assert.equal(runs.length, 3, `runs at ${runs}`);
+    assert.ok(runs[2] >= 1200 && runs[2] <= 1201, `deferred run at ${runs[2]}`);
+  } finally {
+    await r.stop();
+    clock.uninstall();
+  }
+});
+
 Deno.test("runner: rejects nonsense intervals with a clear message", () => {
   assert.throws(
     () => new BoundedFrequencyRunner(() => Promise.resolve(), { minInterval: 5, maxInterval: 1 }),
