@@ -74,6 +74,13 @@ export function compareKeys(a: number | string, b: number | string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** One copy of an endpoint while slices are merged: its address's sort key and its target. */
+interface Copy {
+  k: number | string;
+  ep: EndpointInfo;
+  t: number;
+}
+
 /** A slice as the tracker keeps it. */
 export interface StoredSlice {
   /** The parsed slice. */
@@ -109,35 +116,36 @@ export function mergeSlices(
     for (const p of ordered[0].slice.ports) if (p.endpoints.length > 0) out.set(p.key, p.endpoints);
     return out;
   }
-  const byPort = new Map<string, Map<string, EndpointInfo>>();
-  const targetOf = new Map<EndpointInfo, number>();
+  // Every copy, tagged with its address's sort key, in update order; a stable sort by address
+  // and port then puts the copies of one endpoint side by side, oldest first. The slices are
+  // each sorted already, so the sort merges runs.
+  const byPort = new Map<string, Copy[]>();
   for (const { slice } of ordered) {
     for (const p of slice.ports) {
-      let set = byPort.get(p.key);
-      if (!set) byPort.set(p.key, set = new Map());
+      let list = byPort.get(p.key);
+      if (!list) byPort.set(p.key, list = []);
       for (let i = 0; i < p.endpoints.length; i++) {
         const ep = p.endpoints[i];
-        const t = slice.targets?.[i] ?? NO_TARGET;
-        const k = `${ep.ip}|${ep.port}`;
-        const old = set.get(k);
-        if (old && !newerWins(old, targetOf.get(old) ?? NO_TARGET, ep, t)) continue;
-        set.set(k, ep);
-        if (t !== NO_TARGET) targetOf.set(ep, t);
+        // Stored addresses are canonical; the family follows from the text.
+        const k = addressKey(ep.ip, ep.ip.includes(":") ? 6 : 4)!;
+        list.push({ k, ep, t: slice.targets?.[i] ?? NO_TARGET });
       }
     }
   }
-  const keys = new Map<string, number | string>();
-  const keyOf = (ip: string) => {
-    let k = keys.get(ip);
-    // Stored addresses are canonical; the family follows from the text.
-    if (k === undefined) keys.set(ip, k = addressKey(ip, ip.includes(":") ? 6 : 4)!);
-    return k;
-  };
-  for (const [pk, set] of byPort) {
-    if (set.size === 0) continue;
-    const list = [...set.values()].sort((a, b) =>
-      compareKeys(keyOf(a.ip), keyOf(b.ip)) || a.port - b.port
-    );
+  for (const [pk, copies] of byPort) {
+    if (copies.length === 0) continue;
+    copies.sort((a, b) => compareKeys(a.k, b.k) || a.ep.port - b.ep.port);
+    const list: EndpointInfo[] = [];
+    let win = copies[0];
+    for (let i = 1; i <= copies.length; i++) {
+      const c = copies[i];
+      if (c !== undefined && c.k === win.k && c.ep.port === win.ep.port) {
+        if (newerWins(win.ep, win.t, c.ep, c.t)) win = c;
+        continue;
+      }
+      list.push(win.ep);
+      if (c !== undefined) win = c;
+    }
     out.set(pk, list);
   }
   return out;
