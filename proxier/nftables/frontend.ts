@@ -36,11 +36,33 @@ export interface FrontendElements {
 const SEP = "\u0001";
 const NO_BUCKETS: readonly string[] = [];
 
-/** One string holding a frontend's elements (for the written state). */
-export function encodeFrontend(f: FrontendElements): string {
-  return `${f.verdict ?? ""}${SEP}${f.noEndpoint ?? ""}${SEP}${f.firewall ?? ""}${SEP}${
+/** Frontends with at least this many buckets keep their last encoding's array (below). */
+export const BIG_FRONTEND = 128;
+const BUCKET_CACHE_MAX = 64;
+
+/**
+ * The bucket arrays of the big frontends as last encoded, by frontend key: a change to a
+ * Service of thousands of endpoints starts from the array instead of splitting the encoding,
+ * and V8 has hashed its strings already (stableBuckets looks every one up). An entry is used
+ * only for the very encoding it came from, so a stale or shared key costs a split, never a
+ * wrong bucket.
+ */
+const lastBuckets = new Map<string, { spec: string; buckets: readonly string[] }>();
+
+/**
+ * One string holding a frontend's elements (for the written state); with `key`, a big
+ * frontend's buckets are kept for the next render of that encoding.
+ */
+export function encodeFrontend(f: FrontendElements, key?: string): string {
+  const spec = `${f.verdict ?? ""}${SEP}${f.noEndpoint ?? ""}${SEP}${f.firewall ?? ""}${SEP}${
     f.buckets.join(",")
   }`;
+  if (key !== undefined && f.buckets.length >= BIG_FRONTEND) {
+    lastBuckets.delete(key);
+    if (lastBuckets.size >= BUCKET_CACHE_MAX) lastBuckets.delete(lastBuckets.keys().next().value!);
+    lastBuckets.set(key, { spec, buckets: f.buckets });
+  }
+  return spec;
 }
 
 /**
@@ -54,16 +76,18 @@ export function withBucketsOf(head: Omit<FrontendElements, "buckets">, spec: str
   return prefix + spec.slice(spec.lastIndexOf(SEP) + 1);
 }
 
-/** The buckets of an encoded frontend, without decoding the rest. */
-function writtenBuckets(spec: string): readonly string[] {
+/** The buckets of an encoded frontend (of `key`, if known), without decoding the rest. */
+function writtenBuckets(spec: string, key?: string): readonly string[] {
+  const kept = key === undefined ? undefined : lastBuckets.get(key);
+  if (kept !== undefined && kept.spec === spec) return kept.buckets;
   const b = spec.slice(spec.lastIndexOf(SEP) + 1);
   return b === "" ? NO_BUCKETS : b.split(",");
 }
 
-/** The inverse of {@link encodeFrontend}. */
-export function decodeFrontend(s: string): FrontendElements {
-  const [verdict, noEndpoint, firewall, buckets] = s.split(SEP);
-  const f: FrontendElements = { buckets: buckets === "" ? NO_BUCKETS : buckets.split(",") };
+/** The inverse of {@link encodeFrontend} (`key`: the frontend's, to reuse its kept buckets). */
+export function decodeFrontend(s: string, key?: string): FrontendElements {
+  const [verdict, noEndpoint, firewall] = s.split(SEP, 3);
+  const f: FrontendElements = { buckets: writtenBuckets(s, key) };
   if (verdict !== "") f.verdict = verdict;
   if (noEndpoint !== "") f.noEndpoint = noEndpoint;
   if (firewall !== "") f.firewall = firewall;
@@ -119,7 +143,7 @@ export function renderFrontend(f: FrontendSpec, gen: number, written?: string): 
       out.verdict = `goto ${classChainName(d.class, d.proto, d.endpoints.length, gen)}`;
       out.buckets = written === undefined
         ? d.endpoints
-        : stableBuckets(writtenBuckets(written), d.endpoints);
+        : stableBuckets(writtenBuckets(written, f.key), d.endpoints);
     } else {
       out.verdict = `goto ${d.chain}`;
     }

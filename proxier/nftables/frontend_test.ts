@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { stableBuckets } from "./frontend.ts";
+import { BIG_FRONTEND, decodeFrontend, encodeFrontend, stableBuckets } from "./frontend.ts";
 
 Deno.test("stableBuckets: endpoints keep their buckets; new ones fill holes; the tail fills gaps", () => {
   const abc = ["a", "b", "c", "d", "e"];
@@ -31,4 +31,22 @@ Deno.test("stableBuckets: a rolling update of 5000 endpoints changes one bucket 
     assert.deepEqual([...placed].sort(), [...next].sort());
     written = placed;
   }
+});
+
+Deno.test("encodeFrontend keeps a big frontend's buckets for its own encoding only", () => {
+  const big = Array.from({ length: BIG_FRONTEND }, (_, i) => `198.18.1.${i} . 80`);
+  const spec = encodeFrontend({ verdict: "goto dnat-tcp-9", buckets: big }, "k");
+  const back = decodeFrontend(spec, "k");
+  assert.equal(back.buckets, big, "the kept array, not a split");
+  assert.equal(back.verdict, "goto dnat-tcp-9");
+  // Another encoding under the same key (or a copy of the text) decodes from the text.
+  const other = encodeFrontend({ buckets: big.slice(1) });
+  assert.deepEqual(decodeFrontend(other, "k").buckets, big.slice(1));
+  assert.deepEqual(decodeFrontend(spec).buckets, big);
+  assert.notEqual(decodeFrontend(spec).buckets, big);
+  // Small frontends are not kept.
+  const small = ["198.18.2.1 . 80"];
+  const s2 = encodeFrontend({ buckets: small }, "s");
+  assert.notEqual(decodeFrontend(s2, "s").buckets, small);
+  assert.deepEqual(decodeFrontend(s2, "s").buckets, small);
 });

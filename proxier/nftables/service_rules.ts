@@ -23,6 +23,7 @@ import type { BuildContext } from "./context.ts";
 import { type ClassKind, type L4, serviceChainNames } from "./names.ts";
 import { firewallChain, noEndpointVerdict, ownChains } from "./service_chains.ts";
 import type { ChainSpec } from "./skeleton.ts";
+import { BIG_FRONTEND } from "./frontend.ts";
 
 /** Longest comment nft accepts. */
 const COMMENT_MAX = 128;
@@ -79,6 +80,24 @@ function endpointValue(ep: EndpointInfo): string {
   return `${ep.ip} . ${ep.port}`;
 }
 
+/**
+ * Bucket values of big endpoint lists, by endpoint: a Service's unchanged slices keep their
+ * endpoint objects, so a change to one slice of a 5000-endpoint Service builds the few new
+ * strings only, and stableBuckets (frontend.ts) finds the rest already hashed. Small lists
+ * build theirs (a cache entry per endpoint of every Service would cost more memory than it
+ * saves time).
+ */
+const bucketValues = new WeakMap<EndpointInfo, string>();
+
+function endpointValues(eps: readonly EndpointInfo[]): string[] {
+  if (eps.length < BIG_FRONTEND) return eps.map(endpointValue);
+  return eps.map((ep) => {
+    let v = bucketValues.get(ep);
+    if (v === undefined) bucketValues.set(ep, v = endpointValue(ep));
+    return v;
+  });
+}
+
 /** Builds the rules of one service port. Throws on input no rule can express. */
 export function buildServiceRules(
   svc: ServicePortInfo,
@@ -132,10 +151,10 @@ export function buildServiceRules(
   } else {
     if (hasInternal) {
       const eps = svc.internalPolicyLocal ? cat.localEndpoints : cat.clusterEndpoints;
-      internal = { class: "dnat", proto, endpoints: eps.map(endpointValue) };
+      internal = { class: "dnat", proto, endpoints: endpointValues(eps) };
     }
     if (hasExternal) {
-      const eps = cat.clusterEndpoints.map(endpointValue);
+      const eps = endpointValues(cat.clusterEndpoints);
       externalDispatch = { class: "external", proto, endpoints: eps };
       nodePortDispatch = { class: "nodeport", proto, endpoints: eps };
     }

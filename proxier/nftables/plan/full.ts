@@ -359,11 +359,11 @@ function planService(s: FullState, id: string, r: ServiceRules, u: Unit, c: Shar
     if (ids[0] !== id) continue;
     const old = s.believed.get(f.key);
     const next = renderFrontend(f, s.gen, old);
-    const spec = encodeFrontend(next);
+    const spec = encodeFrontend(next, f.key);
     // What is listed carries its comment; what is not is only in buckets, which have none.
     const oldComment = s.listed.has(f.key) ? s.listed.get(f.key)!.comment : r.comment;
     if (old !== spec || oldComment !== r.comment) {
-      const was = old === undefined ? undefined : decodeFrontend(old);
+      const was = old === undefined ? undefined : decodeFrontend(old, f.key);
       diffFrontend(f.key, f.nodePort, s.gen, was, next, { old: oldComment, next: r.comment }, u);
     }
     s.believed.delete(f.key);

@@ -186,10 +186,10 @@ function diffTouchedFrontend(
     if (spec === undefined) throw new Error(`frontend ${key}: owner ${rec.owner} has no rules`);
   }
   const next = spec && renderFrontend(spec, gen, before?.spec);
-  const nextSpec = next === undefined ? "" : encodeFrontend(next);
+  const nextSpec = next === undefined ? "" : encodeFrontend(next, key);
   if (rec !== undefined) d.set("frontends", key, { ...rec, spec: nextSpec });
   if ((before?.spec ?? "") === nextSpec && before?.owner === rec?.owner) return;
-  const old = before === undefined ? undefined : decodeFrontend(before.spec);
+  const old = before === undefined ? undefined : decodeFrontend(before.spec, key);
   const comments = {
     old: before && elementComment(before.owner),
     next: rec === undefined ? "" : elementComment(rec.owner),
