@@ -32,7 +32,9 @@ Deno.test("a rolling update of a 5000-endpoint Service writes only the buckets t
     sent.length = 0;
     await sync();
     const elements = sent.flatMap((tx) => tx.ops).filter((op) => op.obj.kind === "element");
-    const buckets = elements.filter((op) => "map" in op.obj && op.obj.map === "endpoints-tcp");
+    const buckets = elements.filter((op) =>
+      "map" in op.obj && op.obj.map === "endpoints-large-tcp"
+    );
     // Two pods gone, one new: the new one takes a freed bucket, the last bucket's endpoint
     // moves into the other (2 deletes + 2 adds), the last bucket goes (1 delete). Besides them
     // only the verdict (its endpoint count changed) and the hairpin set's three elements.
@@ -41,4 +43,38 @@ Deno.test("a rolling update of a 5000-endpoint Service writes only the buckets t
   }
   const dump = fake.dump();
   for (const e of st.endpoints.get(big.id)!) assert.ok(dump.includes(`: ${e.ip} . 8080`), e.ip);
+});
+
+Deno.test("a frontend crossing the large maps' threshold moves its buckets between the maps", async () => {
+  const s1 = svc("ns/grow:http");
+  const mk = (n: number) => Array.from({ length: n }, (_, i) => ep(`198.18.140.${i + 1}`));
+  const st = state([s1], { [s1.id]: mk(16) }) as ProxyState & {
+    endpoints: Map<string, EndpointInfo[]>;
+  };
+  const fake = new MemoryNftables("ip", "kube-proxy");
+  const p = new Proxier({ client: fake, config: CFG, trimMemory: false });
+  const sync = () =>
+    p.sync({ state: st, changed: new Set([s1.id]), deleted: new Set(), stale: NO_STALE });
+  // Elements of one map in the dump: the lines of its `elements = { ... }` block.
+  const elementsOf = (map: string) => {
+    const d = fake.dump();
+    const start = d.indexOf(`map ${map} {`);
+    if (start < 0) return -1;
+    const block = d.slice(start, d.indexOf("\n\t}", start));
+    const els = block.indexOf("elements = {");
+    return els < 0 ? 0 : block.slice(els).split("\n").filter((l) => l.includes(" : ")).length;
+  };
+  await sync();
+  assert.equal(elementsOf("endpoints-tcp"), 16);
+  assert.equal(elementsOf("endpoints-large-tcp"), 0);
+  st.endpoints.set(s1.id, mk(17));
+  await sync();
+  assert.equal(elementsOf("endpoints-tcp"), 0, "all 16 left the small map");
+  assert.equal(elementsOf("endpoints-large-tcp"), 17);
+  assert.ok(fake.dump().includes("numgen random mod 17 map @endpoints-large-tcp"));
+  st.endpoints.set(s1.id, mk(16));
+  await sync();
+  assert.equal(elementsOf("endpoints-tcp"), 16, "and back");
+  assert.equal(elementsOf("endpoints-large-tcp"), 0);
+  assert.equal(elementsOf("endpoints-large-tcp"), 0, "the large map stays declared");
 });

@@ -10,6 +10,7 @@
  */
 import type { Element } from "../../ffi/nftables/types.ts";
 import {
+  BIG_FRONTEND,
   classChainName,
   classOfSet,
   classOfVerdict,
@@ -17,6 +18,7 @@ import {
   endpointsMapName,
   FIXED,
   type L4,
+  usesLargeMap,
 } from "./names.ts";
 import type { FrontendSpec } from "./service_rules.ts";
 import type { ElementSink } from "./tx_builder.ts";
@@ -36,16 +38,14 @@ export interface FrontendElements {
 const SEP = "\u0001";
 const NO_BUCKETS: readonly string[] = [];
 
-/** Frontends with at least this many buckets keep their last encoding's array (below). */
-export const BIG_FRONTEND = 128;
 const BUCKET_CACHE_MAX = 64;
 
 /**
- * The bucket arrays of the big frontends as last encoded, by frontend key: a change to a
- * Service of thousands of endpoints starts from the array instead of splitting the encoding,
- * and V8 has hashed its strings already (stableBuckets looks every one up). An entry is used
- * only for the very encoding it came from, so a stale or shared key costs a split, never a
- * wrong bucket.
+ * The bucket arrays of the big frontends ({@link BIG_FRONTEND}) as last encoded, by frontend
+ * key: a change to a Service of thousands of endpoints starts from the array instead of
+ * splitting the encoding, and V8 has hashed its strings already (stableBuckets looks every one
+ * up). An entry is used only for the very encoding it came from, so a stale or shared key costs
+ * a split, never a wrong bucket.
  */
 const lastBuckets = new Map<string, { spec: string; buckets: readonly string[] }>();
 
@@ -255,11 +255,14 @@ export function diffFrontend(
   }
   const ob = old?.buckets ?? NO_BUCKETS, nb = next?.buckets ?? NO_BUCKETS;
   if (ob !== nb) {
-    const bmap = endpointsMapName(nodePort, frontendProto(key, nodePort), gen);
+    const proto = frontendProto(key, nodePort);
+    const omap = endpointsMapName(nodePort, proto, gen, usesLargeMap(ob.length));
+    const nmap = endpointsMapName(nodePort, proto, gen, usesLargeMap(nb.length));
     for (let i = 0; i < Math.max(ob.length, nb.length); i++) {
-      if (ob[i] === nb[i]) continue;
-      if (ob[i] !== undefined) sink.del(mapElement(bmap, [key, String(i)]));
-      if (nb[i] !== undefined) sink.add(mapElement(bmap, [key, String(i)], nb[i]));
+      // Across the large maps' threshold every bucket moves to the other map.
+      if (ob[i] === nb[i] && omap === nmap) continue;
+      if (ob[i] !== undefined) sink.del(mapElement(omap, [key, String(i)]));
+      if (nb[i] !== undefined) sink.add(mapElement(nmap, [key, String(i)], nb[i]));
     }
   }
   one(

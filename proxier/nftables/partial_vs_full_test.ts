@@ -101,7 +101,7 @@ for (const seed of [1, 2, 3, 4]) {
 
 /** Adoption moves to another generation of bucket maps; compare without the suffix. */
 const withoutGen = (dump: string) =>
-  dump.replace(/(dnat-(?:tcp|udp|sctp)-\d+|endpoints-(?:tcp|udp|sctp))-g\d+/g, "$1");
+  dump.replace(/(dnat-(?:tcp|udp|sctp)-\d+|endpoints-(?:large-)?(?:tcp|udp|sctp))-g\d+/g, "$1");
 
 for (const seed of [11, 12]) {
   Deno.test(`restarts and failed transactions converge to a fresh full sync (seed ${seed})`, async () => {

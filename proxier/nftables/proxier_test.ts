@@ -48,7 +48,10 @@ function must(r: Promise<SyncResult>): Promise<SyncResult> {
 
 /** A dump with generation suffixes removed: adoption moves to another generation. */
 function sameModuloGen(dump: string): string {
-  return dump.replace(/(dnat-(?:tcp|udp|sctp)-\d+|endpoints-(?:tcp|udp|sctp))-g\d+/g, "$1");
+  return dump.replace(
+    /(dnat-(?:tcp|udp|sctp)-\d+|endpoints-(?:large-)?(?:tcp|udp|sctp))-g\d+/g,
+    "$1",
+  );
 }
 
 /** The dump a fresh proxier produces for `state` on an empty table. */

@@ -20,10 +20,9 @@ import {
 } from "../categorize.ts";
 import type { EndpointInfo, ServicePortInfo } from "../model.ts";
 import type { BuildContext } from "./context.ts";
-import { type ClassKind, type L4, serviceChainNames } from "./names.ts";
+import { BIG_FRONTEND, type ClassKind, type L4, serviceChainNames } from "./names.ts";
 import { firewallChain, noEndpointVerdict, ownChains } from "./service_chains.ts";
 import type { ChainSpec } from "./skeleton.ts";
-import { BIG_FRONTEND } from "./frontend.ts";
 
 /** Longest comment nft accepts. */
 const COMMENT_MAX = 128;

@@ -16,6 +16,8 @@ import {
   type L4,
   L4S,
   parseClassChain,
+  RESERVED_CLASS_MAX,
+  usesLargeMap,
 } from "./names.ts";
 import { localhostChain, localhostJump } from "./localhost.ts";
 
@@ -86,22 +88,31 @@ function clusterMasqueradeRule(ctx: BuildContext): string | undefined {
  */
 export function endpointMaps(ctx: BuildContext, gen: number): NftMap[] {
   const ip = ctx.ip;
-  return L4S.flatMap((proto): NftMap[] => [
-    {
-      kind: "map",
-      name: endpointsMapName(false, proto, gen),
-      type: `typeof ${ip} daddr . meta l4proto . th dport . numgen random mod 1`,
-      dataType: `${ip} daddr . ${proto} dport`,
-      comment: `endpoint buckets of ${proto} ClusterIP, ExternalIP and LoadBalancer IP frontends`,
-    },
-    {
-      kind: "map",
-      name: endpointsMapName(true, proto, gen),
-      type: "typeof meta l4proto . th dport . numgen random mod 1",
-      dataType: `${ip} daddr . ${proto} dport`,
-      comment: `endpoint buckets of ${proto} NodePort frontends`,
-    },
-  ]);
+  return L4S.flatMap((proto) =>
+    [false, true].flatMap((large): NftMap[] => {
+      // Short comments: with the typeof keys, one of ~85 bytes overruns libnftables 1.0.6's
+      // userdata buffer (an error, or a heap corruption that aborts the process).
+      const big = ` of over ${RESERVED_CLASS_MAX} endpoints`;
+      return [
+        {
+          kind: "map",
+          name: endpointsMapName(false, proto, gen, large),
+          type: `typeof ${ip} daddr . meta l4proto . th dport . numgen random mod 1`,
+          dataType: `${ip} daddr . ${proto} dport`,
+          comment: large
+            ? `endpoint buckets of ${proto} ClusterIP/external frontends${big}`
+            : `endpoint buckets of ${proto} ClusterIP, ExternalIP and LoadBalancer IP frontends`,
+        },
+        {
+          kind: "map",
+          name: endpointsMapName(true, proto, gen, large),
+          type: "typeof meta l4proto . th dport . numgen random mod 1",
+          dataType: `${ip} daddr . ${proto} dport`,
+          comment: `endpoint buckets of ${proto} NodePort frontends${large ? big : ""}`,
+        },
+      ];
+    })
+  );
 }
 
 /**
@@ -120,16 +131,11 @@ export function classChain(
   const pick = `numgen random mod ${n}`;
   const rules: string[] = [];
   if (kind !== "dnat") rules.push(markForMasquerade(ctx));
+  const map = (nodePort: boolean) => endpointsMapName(nodePort, proto, gen, usesLargeMap(n));
   if (kind === "nodeport") {
-    rules.push(
-      `dnat ${ip} to meta l4proto . th dport . ${pick} map @${endpointsMapName(true, proto, gen)}`,
-    );
+    rules.push(`dnat ${ip} to meta l4proto . th dport . ${pick} map @${map(true)}`);
   } else {
-    rules.push(
-      `dnat ${ip} to ${ip} daddr . meta l4proto . th dport . ${pick} map @${
-        endpointsMapName(false, proto, gen)
-      }`,
-    );
+    rules.push(`dnat ${ip} to ${ip} daddr . meta l4proto . th dport . ${pick} map @${map(false)}`);
   }
   return { chain: chain(classChainName(kind, proto, n, gen)), rules };
 }

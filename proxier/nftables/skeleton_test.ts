@@ -90,11 +90,33 @@ Deno.test("skeleton: class chains pick a bucket of the frontend; generations are
   assert.deepEqual(g1.map((s) => s.name), [
     "endpoints-tcp-g1",
     "nodeport-endpoints-tcp-g1",
+    "endpoints-large-tcp-g1",
+    "nodeport-endpoints-large-tcp-g1",
     "endpoints-udp-g1",
     "nodeport-endpoints-udp-g1",
+    "endpoints-large-udp-g1",
+    "nodeport-endpoints-large-udp-g1",
     "endpoints-sctp-g1",
     "nodeport-endpoints-sctp-g1",
+    "endpoints-large-sctp-g1",
+    "nodeport-endpoints-large-sctp-g1",
   ]);
+  // Above the reserved range a class chain binds only the large map (its walk stays small).
+  assert.deepEqual(classChain(ctx, "dnat", "tcp", 16, 0).rules, [
+    "dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 16 map @endpoints-tcp",
+  ]);
+  assert.deepEqual(
+    classChain(ctx, "nodeport", "tcp", 17, 0).rules.at(-1),
+    "dnat ip to meta l4proto . th dport . numgen random mod 17 map @nodeport-endpoints-large-tcp",
+  );
+  // libnftables 1.0.6 aborts on a typeof map whose comment does not fit its userdata buffer
+  // (measured with nft: 78 characters fit, 96 abort the process).
+  const ctx6 = buildContext({ ...state(), family: 6 }, CFG);
+  for (const m of [...buildSkeleton(ctx, 0).sets, ...buildSkeleton(ctx6, 0).sets]) {
+    if (m.kind === "map" && m.type.startsWith("typeof")) {
+      assert.ok((m.comment ?? "").length <= 78, `${m.name}: comment of ${m.comment?.length}`);
+    }
+  }
   // The value's protocol puts a matching l4proto check into the class chain (see skeleton.ts).
   assert.ok(
     g1.every((m) => m.kind === "map" && m.dataType.endsWith(` ${m.name.split("-").at(-2)} dport`)),
