@@ -31,6 +31,7 @@ import {
 import { type BenchNet, treeStat } from "../../support/net.ts";
 import { now } from "../../support/prober.ts";
 import { NftablesMonitor } from "../../../ffi/nftables/netlink/monitor.ts";
+import { parseEndpointsMap } from "../../../proxier/nftables/names.ts";
 import { attribute, type Commit, CommitCollector, type Write } from "./kernel_commits.ts";
 import { quantile, round, sleep, target } from "./measure.ts";
 
@@ -115,12 +116,16 @@ function classSet(c: Commit, n: number, op: "new" | "del"): boolean {
   );
 }
 
-/** Bucket elements added minus deleted in `endpoints-tcp` (any generation) by `commits`. */
+/**
+ * Bucket elements added minus deleted in the ClusterIP bucket maps of TCP by `commits`: the big
+ * Service's are in `endpoints-large-tcp` (over 16 endpoints), any generation.
+ */
 function bucketBalance(commits: readonly Commit[]): number {
   let n = 0;
   for (const c of commits) {
     for (const [k, [a, d]] of Object.entries(c.names)) {
-      if (k === "endpoints-tcp" || k.startsWith("endpoints-tcp-g")) n += a - d;
+      const m = parseEndpointsMap(k);
+      if (m !== undefined && !m.nodePort && m.proto === "tcp") n += a - d;
     }
   }
   return n;
