@@ -9,8 +9,9 @@
  * serving true: 5000 in use again), the old one is gone (no dataplane change). Writes are spaced
  * evenly, three per step.
  *
- * An {@link NftablesMonitor} in this process (the node namespace, none of the agent's sockets
- * known to it) sees every commit the agent makes: its element messages and its NEWGEN. A change
+ * A monitor in a process of its own (commit_stamper.ts; the node namespace, none of the agent's
+ * sockets known to it) sees every commit the agent makes: its element messages and its NEWGEN,
+ * stamped there so that this process's own pauses do not count. A change
  * write is timed from the API write to the NEWGEN of the first commit after it that carries
  * elements and leaves the frontend in the class the write leads to (5001 or 5000 endpoints; a
  * batch of writes answers those up to the last whose class it leaves); kernel_commits.ts
@@ -30,9 +31,8 @@ import {
 } from "../../support/cluster.ts";
 import { type BenchNet, treeStat } from "../../support/net.ts";
 import { now } from "../../support/prober.ts";
-import { NftablesMonitor } from "../../../ffi/nftables/netlink/monitor.ts";
 import { parseEndpointsMap } from "../../../proxier/nftables/names.ts";
-import { attribute, type Commit, CommitCollector, type Write } from "./kernel_commits.ts";
+import { attribute, type Commit, type Write } from "./kernel_commits.ts";
 import { quantile, round, sleep, target } from "./measure.ts";
 
 /**
@@ -70,18 +70,51 @@ export interface BigDeploymentOptions {
   minSyncPeriod: string;
 }
 
-/** The monitor's commits as they arrive. */
+/** The commits as they arrive, from the stamper process (commit_stamper.ts). */
 class CommitLog {
   readonly commits: Commit[] = [];
   overruns = 0;
-  readonly #monitor = new NftablesMonitor();
-  readonly #collector = new CommitCollector();
+  readonly #child: Deno.ChildProcess;
+  readonly #stdin: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #reading: Promise<void>;
 
-  constructor() {
-    this.#monitor.start({
-      onForeign: (msgs) => this.commits.push(...this.#collector.feed(msgs, now())),
-      onOverrun: () => this.overruns++,
+  private constructor(ready: () => void) {
+    const script = new URL("./commit_stamper.ts", import.meta.url).pathname;
+    this.#child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "--no-config", script],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    this.#stdin = this.#child.stdin.getWriter();
+    this.#reading = this.#read(ready);
+  }
+
+  /** Starts the stamper and waits until it is subscribed. */
+  static async open(): Promise<CommitLog> {
+    let ready!: () => void;
+    const subscribed = new Promise<void>((r) => ready = r);
+    const log = new CommitLog(ready);
+    const failed = log.#reading.then(() => {
+      throw new Error("the commit stamper exited before it subscribed");
     });
+    await Promise.race([subscribed, failed]);
+    return log;
+  }
+
+  async #read(ready: () => void): Promise<void> {
+    let buf = "";
+    for await (const chunk of this.#child.stdout.pipeThrough(new TextDecoderStream())) {
+      buf += chunk;
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        const line = JSON.parse(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+        if (line.ready) ready();
+        else if (line.overrun) this.overruns++;
+        else this.commits.push(line as Commit);
+      }
+    }
   }
 
   /** Waits for a commit from index `from` on that `pred` accepts; resolves with it. */
@@ -103,8 +136,10 @@ class CommitLog {
     }
   }
 
-  stop(): Promise<void> {
-    return this.#monitor.stop();
+  async stop(): Promise<void> {
+    await this.#stdin.close().catch(() => {});
+    await this.#reading.catch(() => {});
+    await this.#child.status;
   }
 }
 
@@ -347,7 +382,7 @@ export async function bigDeployment(o: BigDeploymentOptions): Promise<Record<str
     rate: o.rate,
     minSyncPeriod: o.minSyncPeriod,
   };
-  const log = new CommitLog();
+  const log = await CommitLog.open();
   try {
     const d = deployment(o.size.services * o.size.eps);
     let created;
