@@ -159,3 +159,22 @@ Deno.test("trace: UDP to a loopback NodePort is rejected and counted while the l
   const off = await tracerFor({}, st);
   assert.notEqual((await off(p("host", "127.0.0.1", "127.0.0.1", 30053, "udp"))).verdict, "REJECT");
 });
+
+Deno.test("trace: a Service of more than 16 endpoints is served from the large bucket map", async () => {
+  const base = state4();
+  const big = svc("ns/big:http", { clusterIP: "198.19.0.99", nodePort: 30099 });
+  const eps = Array.from({ length: 20 }, (_, i) => ep(`198.18.131.${i + 1}`));
+  const st: ProxyState = {
+    ...base,
+    services: new Map([...base.services, [big.id, big]]),
+    endpoints: new Map([...base.endpoints, [big.id, eps]]),
+  };
+  const { fake } = await programFake(st, BASE_CFG);
+  assert.ok(fake.dump().includes("numgen random mod 20 map @endpoints-large-tcp"));
+  const tr = await tracerFor({}, st);
+  for (const pkt of [p("pod", POD, "198.19.0.99", 80), p("offnode", CLIENT, NODE_IP, 30099)]) {
+    const r = await tr(pkt);
+    assert.deepEqual(r.dnat, eps.map((e) => `${e.ip}:8080`).sort());
+    for (const c of r.candidates) assert.ok(Math.abs(c.probability - 1 / 20) < 1e-9, c.dnat);
+  }
+});
