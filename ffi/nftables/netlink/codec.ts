@@ -225,9 +225,15 @@ const enc = new TextEncoder();
 
 /** A growable little buffer of netlink attributes. */
 class Writer {
-  buf = new Uint8Array(1 << 16);
-  view = new DataView(this.buf.buffer);
+  buf: Uint8Array;
+  view: DataView;
   off = 0;
+
+  /** `size`: the first buffer's bytes (it doubles as needed). */
+  constructor(size: number) {
+    this.buf = new Uint8Array(size);
+    this.view = new DataView(this.buf.buffer);
+  }
 
   reserve(n: number): void {
     if (this.off + n <= this.buf.length) return;
@@ -317,7 +323,8 @@ export function encodeBatch(
 ): Batch | undefined {
   const fam = FAMILY_NUMBER[family];
   if (fam === undefined) return undefined;
-  const w = new Writer();
+  // ~100 bytes an element: a change's few elements should not allocate (and zero) 64 KiB.
+  const w = new Writer(Math.min(1 << 16, Math.max(1 << 10, ops.length * 128)));
   const seqs: number[] = [], firstOp: number[] = [];
   let seq = seq0;
   w.batchMark("begin", seq++);
