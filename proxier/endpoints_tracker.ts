@@ -227,7 +227,7 @@ export class EndpointsTracker {
   endpoints(service: string): ServiceEndpoints {
     const entry = this.#slices.get(service);
     if (entry === undefined) return EMPTY;
-    if (entry instanceof Map) return mergeSlices(entry.values());
+    if (entry instanceof Map) return this.#mergedPorts(service, entry);
     // One slice: already sorted and de-duplicated; its lists are shared, not copied.
     const out = new Map<string, EndpointInfo[]>();
     for (const p of entry.slice.ports) if (p.endpoints.length > 0) out.set(p.key, p.endpoints);
@@ -241,17 +241,19 @@ export class EndpointsTracker {
   portEndpoints(service: string, key: string): readonly EndpointInfo[] | undefined {
     const entry = this.#slices.get(service);
     if (entry === undefined) return undefined;
-    if (entry instanceof Map) {
-      // Several slices: merged once for all of the Service's ports (until a slice changes).
-      if (this.#merged?.service !== service) {
-        this.#merged = { service, ports: mergeSlices(entry.values()) };
-      }
-      return this.#merged.ports.get(key);
-    }
+    if (entry instanceof Map) return this.#mergedPorts(service, entry).get(key);
     for (const p of entry.slice.ports) {
       if (p.key === key) return p.endpoints.length > 0 ? p.endpoints : undefined;
     }
     return undefined;
+  }
+
+  /** A Service's slices merged, once for all of its ports (until one of its slices changes). */
+  #mergedPorts(service: string, slices: Map<string, StoredSlice>): ServiceEndpoints {
+    if (this.#merged?.service !== service) {
+      this.#merged = { service, ports: mergeSlices(slices.values()) };
+    }
+    return this.#merged.ports;
   }
 
   /** The Services whose slices changed since the last checkout; forgets them. */
@@ -262,7 +264,10 @@ export class EndpointsTracker {
     return changed.keys();
   }
 
-  /** Re-merges the Services with changed slices and returns their endpoints. */
+  /**
+   * Re-merges the Services with changed slices and returns their endpoints (what the tests read;
+   * ClusterState takes {@link checkoutServices} and reads ports as it needs them).
+   */
   checkout(): Map<string, EndpointsChange> {
     const out = new Map<string, EndpointsChange>();
     for (const service of this.checkoutServices()) {
