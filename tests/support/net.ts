@@ -15,6 +15,7 @@
  */
 import { denoBin, Netns, run } from "../netns.ts";
 import { ENDPOINT_PREFIX, TARGET_PORT } from "./cluster.ts";
+import { lines } from "./lines.ts";
 import { now } from "./prober.ts";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -36,18 +37,12 @@ export class Prober {
     let ready!: () => void;
     this.#ready = new Promise((r) => ready = r);
     (async () => {
-      let buf = "";
-      for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-        buf += chunk;
-        let i;
-        while ((i = buf.indexOf("\n")) >= 0) {
-          const msg = JSON.parse(buf.slice(0, i));
-          buf = buf.slice(i + 1);
-          if (msg.ready) ready();
-          const w = this.#waiting.get(msg.id);
-          this.#waiting.delete(msg.id);
-          w?.(msg);
-        }
+      for await (const line of lines(child.stdout)) {
+        const msg = JSON.parse(line);
+        if (msg.ready) ready();
+        const w = this.#waiting.get(msg.id);
+        this.#waiting.delete(msg.id);
+        w?.(msg);
       }
     })();
   }

@@ -51,6 +51,7 @@ import { idle } from "./idle.ts";
 import { churn } from "./churn.ts";
 import { bigDeployment } from "./big_deployment.ts";
 import { quantile, round, scrape, sleep, target } from "./measure.ts";
+import { lines } from "../../support/lines.ts";
 import { now } from "../../support/prober.ts";
 
 function arg(name: string, dflt: number): number {
@@ -126,14 +127,8 @@ function startMonitor(): Deno.ChildProcess | undefined {
   const out = Deno.openSync(monitorFile, { create: true, write: true, truncate: true });
   const enc = new TextEncoder();
   void (async () => {
-    let buf = "";
-    for await (const chunk of monitor.stdout.pipeThrough(new TextDecoderStream())) {
-      buf += chunk;
-      let i;
-      while ((i = buf.indexOf("\n")) >= 0) {
-        out.writeSync(enc.encode(`${(now() / 1000).toFixed(3)} ${buf.slice(0, i)}\n`));
-        buf = buf.slice(i + 1);
-      }
+    for await (const line of lines(monitor.stdout)) {
+      out.writeSync(enc.encode(`${(now() / 1000).toFixed(3)} ${line}\n`));
     }
     out.close();
   })();

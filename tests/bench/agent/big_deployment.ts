@@ -30,6 +30,7 @@ import {
   sliceNamed,
 } from "../../support/cluster.ts";
 import { type BenchNet, treeStat } from "../../support/net.ts";
+import { lines } from "../../support/lines.ts";
 import { now } from "../../support/prober.ts";
 import { parseEndpointsMap } from "../../../proxier/nftables/names.ts";
 import { attribute, type Commit, type Write } from "./kernel_commits.ts";
@@ -103,17 +104,11 @@ class CommitLog {
   }
 
   async #read(ready: () => void): Promise<void> {
-    let buf = "";
-    for await (const chunk of this.#child.stdout.pipeThrough(new TextDecoderStream())) {
-      buf += chunk;
-      let i;
-      while ((i = buf.indexOf("\n")) >= 0) {
-        const line = JSON.parse(buf.slice(0, i));
-        buf = buf.slice(i + 1);
-        if (line.ready) ready();
-        else if (line.overrun) this.overruns++;
-        else this.commits.push(line as Commit);
-      }
+    for await (const text of lines(this.#child.stdout)) {
+      const line = JSON.parse(text);
+      if (line.ready) ready();
+      else if (line.overrun) this.overruns++;
+      else this.commits.push(line as Commit);
     }
   }
 
