@@ -77,7 +77,7 @@ export function withBucketsOf(head: Omit<FrontendElements, "buckets">, spec: str
 }
 
 /** The buckets of an encoded frontend (of `key`, if known), without decoding the rest. */
-function writtenBuckets(spec: string, key?: string): readonly string[] {
+export function writtenBuckets(spec: string, key?: string): readonly string[] {
   const kept = key === undefined ? undefined : lastBuckets.get(key);
   if (kept !== undefined && kept.spec === spec) return kept.buckets;
   const b = spec.slice(spec.lastIndexOf(SEP) + 1);
@@ -132,18 +132,20 @@ export function stableBuckets(prev: readonly string[], next: readonly string[]):
 }
 
 /**
- * The elements a frontend wants in generation `gen`; with `written` (its encoded elements as
- * written, see {@link encodeFrontend}), endpoints keep the buckets they have ({@link stableBuckets}).
+ * The elements a frontend wants in generation `gen`; with `written` (its buckets as written, see
+ * {@link writtenBuckets}), endpoints keep the buckets they have ({@link stableBuckets}).
  */
-export function renderFrontend(f: FrontendSpec, gen: number, written?: string): FrontendElements {
+export function renderFrontend(
+  f: FrontendSpec,
+  gen: number,
+  written?: readonly string[],
+): FrontendElements {
   const out: FrontendElements = { buckets: NO_BUCKETS };
   const d = f.dispatch;
   if (d !== undefined) {
     if ("class" in d) {
       out.verdict = `goto ${classChainName(d.class, d.proto, d.endpoints.length, gen)}`;
-      out.buckets = written === undefined
-        ? d.endpoints
-        : stableBuckets(writtenBuckets(written, f.key), d.endpoints);
+      out.buckets = written === undefined ? d.endpoints : stableBuckets(written, d.endpoints);
     } else {
       out.verdict = `goto ${d.chain}`;
     }

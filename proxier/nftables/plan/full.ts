@@ -26,6 +26,7 @@ import {
   IN_VMAP,
   renderFrontend,
   withBucketsOf,
+  writtenBuckets,
 } from "../frontend.ts";
 import { classOfSet, classOfVerdict, classSetName, FIXED, parseClassChain } from "../names.ts";
 import {
@@ -358,7 +359,11 @@ function planService(s: FullState, id: string, r: ServiceRules, u: Unit, c: Shar
     const ids = s.claims.get(f.key)!;
     if (ids[0] !== id) continue;
     const old = s.believed.get(f.key);
-    const next = renderFrontend(f, s.gen, old);
+    const next = renderFrontend(
+      f,
+      s.gen,
+      old === undefined ? undefined : writtenBuckets(old, f.key),
+    );
     const spec = encodeFrontend(next, f.key);
     // What is listed carries its comment; what is not is only in buckets, which have none.
     const oldComment = s.listed.has(f.key) ? s.listed.get(f.key)!.comment : r.comment;

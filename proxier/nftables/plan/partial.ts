@@ -185,11 +185,12 @@ function diffTouchedFrontend(
     spec = rulesOf(rec.owner)?.frontends.find((f) => f.key === key);
     if (spec === undefined) throw new Error(`frontend ${key}: owner ${rec.owner} has no rules`);
   }
-  const next = spec && renderFrontend(spec, gen, before?.spec);
+  // Decoded once: its buckets place the new ones, and the diff compares with it.
+  const old = before === undefined ? undefined : decodeFrontend(before.spec, key);
+  const next = spec && renderFrontend(spec, gen, old?.buckets);
   const nextSpec = next === undefined ? "" : encodeFrontend(next, key);
   if (rec !== undefined) d.set("frontends", key, { ...rec, spec: nextSpec });
   if ((before?.spec ?? "") === nextSpec && before?.owner === rec?.owner) return;
-  const old = before === undefined ? undefined : decodeFrontend(before.spec, key);
   const comments = {
     old: before && elementComment(before.owner),
     next: rec === undefined ? "" : elementComment(rec.owner),
