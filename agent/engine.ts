@@ -239,11 +239,11 @@ export class SyncEngine {
     if (any) this.#runner.run();
   }
 
-  /** Notifications were lost (the socket overran): compare everything once. */
-  recordOverrun(): void {
-    this.#o.log.warn("nftables change notifications overran; checking the whole ruleset");
+  /** Notifications were lost (`why`; by default, the socket overran): compare everything once. */
+  recordOverrun(why = "nftables change notifications overran"): void {
+    this.#o.log.warn(`${why}; checking the whole ruleset`);
     for (const f of this.#families) {
-      this.#o.proxiers[f]!.requestFullSync("nftables notifications overran");
+      this.#o.proxiers[f]!.requestFullSync(why);
     }
     this.#runner.run();
   }
@@ -436,7 +436,7 @@ export class SyncEngine {
   monitorHandlers(): MonitorHandlers {
     return {
       onForeign: (msgs) => this.recordForeign(msgs),
-      onOverrun: () => this.recordOverrun(),
+      onOverrun: (why) => this.recordOverrun(why),
       onError: (err) => this.monitorLost(err),
     };
   }

@@ -25,6 +25,7 @@ import { raiseFileLimit } from "../ffi/rlimit.ts";
 import type { ConntrackRunner } from "../conntrack/runner.ts";
 import type { NftablesClient } from "../ffi/nftables/types.ts";
 import type { MonitorHandlers } from "../ffi/nftables/netlink/monitor.ts";
+import type { QuietWrites } from "../ffi/nftables/netlink/generation.ts";
 import { ClusterState } from "../proxier/cluster_state.ts";
 import type { EndpointSlice, ServiceCIDR, V1Node, V1Service } from "../proxier/k8s_types.ts";
 import type { ProxierConfig } from "../proxier/model.ts";
@@ -105,6 +106,8 @@ export interface ForeignChanges {
   start(h: MonitorHandlers): void;
   /** Stops reporting; resolves once the source is closed. */
   stop(): Promise<void>;
+  /** Pauses the source around our large element batches (the clients' `quietWith`). */
+  quiet?: QuietWrites;
 }
 
 /** Settings of {@link buildNode} that do not come from the flags. */
@@ -197,6 +200,8 @@ export async function buildNode(
   // A dry run shows the rules but binds no port.
   const localhost = localhostProxy(cfg.dryRun ? [] : lhFamilies, nft, opts);
   const monitor = openMonitor(clients, opts.log);
+  const quiet = monitor?.quiet;
+  if (quiet !== undefined) { for (const c of Object.values(nft)) c.quietWith?.(quiet); }
   const engine = new SyncEngine({
     state,
     proxiers,

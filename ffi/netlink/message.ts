@@ -22,6 +22,8 @@ export const NLMSG_DONE = 3;
 export const NLM_F_REQUEST = 0x1;
 /** nlmsg_flags: ask for an ack (else only failures are reported). */
 export const NLM_F_ACK = 0x4;
+/** nlmsg_flags: send the notifications this request causes back to the sender too. */
+export const NLM_F_ECHO = 0x8;
 /** nlmsg_flags: a dump (NLM_F_ROOT | NLM_F_MATCH). */
 export const NLM_F_DUMP = 0x300;
 /** nlmsg_flags: create the object. */

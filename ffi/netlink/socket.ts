@@ -100,8 +100,14 @@ export class NetfilterSocket {
     this.#fd = fd;
   }
 
-  /** Sends a batch (one skb: the kernel applies all of it or none) and reads its acks. */
-  async send(batch: AckedBatch): Promise<BatchResult> {
+  /**
+   * Sends a batch (one skb: the kernel applies all of it or none) and reads its acks;
+   * `onReceive` sees every buffer read on the way (echoed notifications come before the acks).
+   */
+  async send(
+    batch: AckedBatch,
+    onReceive?: (buf: Uint8Array, len: number) => void,
+  ): Promise<BatchResult> {
     const mnl = libmnl(), c = libc();
     if (batch.bytes.length > this.#sndbuf) {
       // A batch must fit the send buffer whole (netlink takes one skb).
@@ -121,6 +127,7 @@ export class NetfilterSocket {
         if (e === EINTR) continue;
         throw new Error(`netlink receive: ${strerror(e)}`);
       }
+      onReceive?.(this.#rx, got);
       parseAcks(view, got, (seq, err) => {
         if (!acks.has(seq) || err !== 0) acks.set(seq, err);
       });

@@ -71,6 +71,7 @@ import {
 import { NftContext, type NftLib, OutputFlag, type RunResult } from "./libnftables.ts";
 import { parseChainNames, parseTableListing } from "./list_parser.ts";
 import { RawElementWriter } from "./netlink/writer.ts";
+import type { QuietWrites } from "./netlink/generation.ts";
 import { deleteTableOverNetlink, libnftablesHazard } from "./netlink/set_dump.ts";
 import { dumpRuleCounts } from "./netlink/rule_dump.ts";
 import { lookupElement } from "./netlink/element_get.ts";
@@ -169,6 +170,10 @@ class LibNftablesClient implements NftablesClient {
 
   run(tx: Transaction): Promise<void> {
     return this.#apply(tx, false);
+  }
+
+  quietWith(q: QuietWrites): void {
+    if (this.#raw !== undefined) this.#raw.quiet = q;
   }
 
   check(tx: Transaction): Promise<void> {

@@ -12,6 +12,7 @@
  * @module
  */
 import { EEXIST, ENOENT, errnoOfNftMessage } from "../errno.ts";
+import type { QuietWrites } from "./netlink/generation.ts";
 
 /** nftables address family of a table. */
 export type Family = "ip" | "ip6" | "inet";
@@ -254,6 +255,11 @@ export interface NftablesClient {
    * set), or null when there is none.
    */
   getElement(kind: "set" | "map", name: string, key: string[]): Promise<Element | null>;
+  /**
+   * Pause change notifications around large element batches through `q` (netlink/generation.ts).
+   * Optional: clients without a raw element path never pause them.
+   */
+  quietWith?(q: QuietWrites): void;
   /** Releases native resources. */
   close(): void;
 }

@@ -34,6 +34,7 @@ const encode = (ops = OPS) => encodeBatch("ip", "kube-proxy", ops, layoutOf, 7)!
 Deno.test("batch decode: what the production encoder builds reads back as nft lines", () => {
   assert.deepEqual(decodeBatch(encode(), layoutOf), [
     "batch begin",
+    "echo generation: table ip kube-proxy",
     "delete element ip kube-proxy cluster-ips { 198.19.0.30 }",
     'add element ip kube-proxy service-ips { 198.19.0.1 . tcp . 80 comment "a/b:p" : goto dnat-tcp-1 }',
     "add element ip kube-proxy endpoints { 2001:db8::1 . 443 : 2001:db8:130::9 . 8443 }",
@@ -56,7 +57,7 @@ Deno.test("batch decode: a wrong encoding changes the text (the golden would cat
   const flipped = encode();
   const key = find(flipped, [198, 19, 0, 1, 6, 0, 0, 0, 0, 80, 0, 0]);
   [flipped[key + 8], flipped[key + 9]] = [80, 0];
-  const portLine = decodeBatch(flipped, layoutOf)[2];
+  const portLine = decodeBatch(flipped, layoutOf)[3];
   assert.notDeepEqual(decodeBatch(flipped, layoutOf), good);
   assert.match(portLine, /198\.19\.0\.1 \. tcp \. 20480 /);
   // An encoder that drops the comment.
@@ -64,26 +65,28 @@ Deno.test("batch decode: a wrong encoding changes the text (the golden would cat
   const dropped = decodeBatch(encode(noComment), layoutOf);
   assert.notDeepEqual(dropped, good);
   assert.equal(
-    dropped[2],
+    dropped[3],
     "add element ip kube-proxy service-ips { 198.19.0.1 . tcp . 80 : goto dnat-tcp-1 }",
   );
   // A comment TLV with a wrong length, a verdict code that is not goto.
   const badUd = encode();
   const ud = find(badUd, [0, 6, ...new TextEncoder().encode("a/b:p")]);
   badUd[ud + 1] = 3;
-  assert.match(decodeBatch(badUd, layoutOf)[2], /\?userdata 0x0003612f623a7000/);
+  assert.match(decodeBatch(badUd, layoutOf)[3], /\?userdata 0x0003612f623a7000/);
   const badVerdict = encode();
   badVerdict[find(badVerdict, [0xff, 0xff, 0xff, 0xfc]) + 3] = 0xfd; // goto → jump
-  assert.match(decodeBatch(badVerdict, layoutOf)[2], /: jump dnat-tcp-1 }$/);
+  assert.match(decodeBatch(badVerdict, layoutOf)[3], /: jump dnat-tcp-1 }$/);
 });
 
 Deno.test("batch decode: framing faults are noted, not skipped", () => {
   const bytes = encode();
-  // NEWSETELEM without NLM_F_CREATE (flags of the third message: after begin and the delete).
+  // NEWSETELEM without NLM_F_CREATE (the fourth message: after begin, the echo and the delete).
   const noCreate = bytes.slice();
-  const second = 20 + new DataView(noCreate.buffer).getUint32(20, true);
+  const dv = new DataView(noCreate.buffer);
+  const del = 20 + ((dv.getUint32(20, true) + 3) & ~3);
+  const second = del + ((dv.getUint32(del, true) + 3) & ~3);
   noCreate[second + 7] &= ~0x04; // NLM_F_CREATE is 0x400: bit 2 of the flags' high byte
-  assert.match(decodeBatch(noCreate, layoutOf)[2], /^add \?flags 0x5 element/);
+  assert.match(decodeBatch(noCreate, layoutOf)[3], /^add \?flags 0x5 element/);
   // A sequence gap, trailing bytes, a set whose layout is not known.
   const gap = bytes.slice();
   gap[second + 8] += 1;
@@ -92,7 +95,7 @@ Deno.test("batch decode: framing faults are noted, not skipped", () => {
   trailing.set(bytes);
   assert.equal(decodeBatch(trailing, layoutOf).at(-1), "?8 trailing bytes");
   assert.equal(
-    decodeBatch(bytes, (s) => s === "cluster-ips" ? undefined : layoutOf(s))[1],
+    decodeBatch(bytes, (s) => s === "cluster-ips" ? undefined : layoutOf(s))[2],
     "delete element ip kube-proxy cluster-ips ?unknown set layout",
   );
 });

@@ -4,6 +4,7 @@
  * lines, one per element, so golden tests check what is sent, byte for byte:
  *
  *   batch begin
+ *   echo generation: table ip kube-proxy
  *   add element ip kube-proxy service-ips { 198.19.0.1 . tcp . 80 comment "a/b:p" : goto dnat-tcp-1 }
  *   batch end
  *
@@ -21,6 +22,7 @@ import {
   HOST_LE,
   NLM_F_ACK,
   NLM_F_CREATE,
+  NLM_F_ECHO,
   NLM_F_REQUEST,
 } from "../../netlink/message.ts";
 import { decodeValue, elementOf } from "./element_get.ts";
@@ -111,6 +113,17 @@ function elementLines(
   return out;
 }
 
+/** The no-op NEWTABLE that asks for the commit's generation id back (codec.ts). */
+function echoLine(flags: number, family: string, bytes: Uint8Array, off: number, len: number) {
+  let name = "",
+    notes = flags === (NLM_F_REQUEST | NLM_F_ECHO) ? "" : ` ?flags 0x${flags.toString(16)}`;
+  attributes(bytes, off + 20, off + len, (type, value) => {
+    if (type === 1) name = new TextDecoder().decode(value.subarray(0, value.indexOf(0)));
+    else notes += ` ?attr${type}`;
+  });
+  return `echo generation: table ${family} ${name}${notes}`;
+}
+
 /** The verb an element message's type and flags amount to, with a note on unexpected flags. */
 function verbOf(msg: number, flags: number): string {
   const base = NLM_F_REQUEST | NLM_F_ACK;
@@ -146,6 +159,8 @@ export function decodeBatch(
     if (type === NFNL_MSG_BATCH_BEGIN || type === NFNL_MSG_BATCH_END) {
       const ok = resId === NFNL_SUBSYS_NFTABLES && flags === NLM_F_REQUEST && len === 20;
       out.push(`batch ${type === NFNL_MSG_BATCH_BEGIN ? "begin" : "end"}${ok ? "" : " ?header"}`);
+    } else if (type === ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG.NEWTABLE)) {
+      out.push(echoLine(flags, FAMILY_NAME[family] ?? `?family${family}`, bytes, off, len));
     } else if (type >> 8 === NFNL_SUBSYS_NFTABLES) {
       const msg = type & 0xff;
       const verb = msg === NFT_MSG.NEWSETELEM || msg === NFT_MSG.DELSETELEM

@@ -22,6 +22,7 @@ import {
   NLA_F_NESTED,
   NLM_F_ACK,
   NLM_F_CREATE,
+  NLM_F_ECHO,
   NLM_F_REQUEST,
   putHeader,
 } from "../../netlink/message.ts";
@@ -197,6 +198,8 @@ export function encodeValue(fields: Field[], parts: readonly string[]): Uint8Arr
 }
 
 // nf_tables / nfnetlink constants.
+/** NFTA_TABLE_NAME (enum nft_table_attributes). */
+const NFTA_TABLE_NAME = 1;
 const NFTA_SET_ELEM_LIST_TABLE = 1;
 const NFTA_SET_ELEM_LIST_SET = 2;
 const NFTA_SET_ELEM_LIST_ELEMENTS = 3;
@@ -294,9 +297,9 @@ class Writer {
     return at;
   }
   /** A batch begin or end message. */
-  batchMark(mark: "begin" | "end", seq: number): void {
+  batchMark(mark: "begin" | "end", seq: number, flags?: number): void {
     this.reserve(BATCH_MARK_LEN);
-    putBatchMark(this.view, this.off, mark, seq);
+    putBatchMark(this.view, this.off, mark, seq, flags);
     this.off += BATCH_MARK_LEN;
   }
   endMsg(at: number): void {
@@ -308,11 +311,18 @@ class Writer {
 export interface Batch extends AckedBatch {
   /** For each seq, the index of the first op it carries (to name a failure). */
   firstOp: number[];
+  /** How many element operations it carries. */
+  elements: number;
 }
 
 /**
  * Encodes `ops` (element adds and deletes only) as one batch, or returns
  * undefined when an op is something else or does not fit its set's layout.
+ * The batch asks for its commit's generation id back: writer.ts tells its own
+ * commits from others' by it. The kernel echoes the NEWGEN when the batch's
+ * first message has NLM_F_ECHO, and echoes that message's own notifications
+ * too; so the first message is a no-op that notifies nothing (NEWTABLE of the
+ * table with no attribute to change: no transaction).
  */
 export function encodeBatch(
   family: string,
@@ -328,6 +338,9 @@ export function encodeBatch(
   const seqs: number[] = [], firstOp: number[] = [];
   let seq = seq0;
   w.batchMark("begin", seq++);
+  const echo = w.msg(nftType(NFT_MSG.NEWTABLE), NLM_F_REQUEST | NLM_F_ECHO, seq++, fam, 0);
+  w.strz(NFTA_TABLE_NAME, table);
+  w.endMsg(echo);
   let i = 0;
   while (i < ops.length) {
     const op = ops[i];
@@ -354,7 +367,7 @@ export function encodeBatch(
     w.endMsg(m);
   }
   w.batchMark("end", seq++);
-  return { bytes: w.buf.subarray(0, w.off), seqs, firstOp };
+  return { bytes: w.buf.subarray(0, w.off), seqs, firstOp, elements: ops.length };
 }
 
 function putElement(w: Writer, e: Element, layout: SetLayout, withData: boolean): boolean {

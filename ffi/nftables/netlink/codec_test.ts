@@ -107,12 +107,13 @@ Deno.test("codec: a batch is begin, one message per run of a verb on a set, end"
   const ms = messages(b.bytes);
   assert.deepEqual(ms.map(([t, f, s]) => [t.toString(16), f.toString(16), s]), [
     ["10", "1", 7], // NFNL_MSG_BATCH_BEGIN
-    ["a0e", "5", 8], // DELSETELEM, REQUEST|ACK
-    ["a0c", "405", 9], // NEWSETELEM, REQUEST|ACK|CREATE
-    ["a0c", "405", 10],
-    ["11", "1", 11], // NFNL_MSG_BATCH_END
+    ["a00", "9", 8], // NEWTABLE, REQUEST|ECHO: no change, the commit's NEWGEN echoed
+    ["a0e", "5", 9], // DELSETELEM, REQUEST|ACK
+    ["a0c", "405", 10], // NEWSETELEM, REQUEST|ACK|CREATE
+    ["a0c", "405", 11],
+    ["11", "1", 12], // NFNL_MSG_BATCH_END
   ]);
-  assert.deepEqual(b.seqs, [8, 9, 10]);
+  assert.deepEqual(b.seqs, [9, 10, 11]);
   assert.deepEqual(b.firstOp, [0, 1, 2]);
   // The verdict element carries goto (-4, big endian), the chain name and the comment TLV.
   const text = new TextDecoder().decode(b.bytes);

@@ -12,6 +12,10 @@
  *   the kernel, so a cold start's hundreds of thousands of element
  *   notifications neither reach the event loop nor overrun the socket.
  *
+ * - Around a large batch of ours, the monitor leaves the group altogether
+ *   ({@link NftablesMonitor.quiet}, generation.ts): the kernel then builds no
+ *   message per element at all, and generation ids account for the gap.
+ *
  * A poll(2) on a worker thread waits for the socket with a 1 s timeout (so
  * stopping takes at most that long, and an idle agent wakes once a second for
  * a few µs); the receives then run on the event loop's thread without
@@ -26,12 +30,13 @@ import { openNetfilter } from "../../netlink/socket.ts";
 import { HOST_LE } from "../../netlink/message.ts";
 import type { LogFn } from "../../../net/log.ts";
 import { decodeNotifications, type NftNotification } from "./notify.ts";
+import { QuietWindow, readGenerationId } from "./generation.ts";
 import { OwnSockets } from "./own_sockets.ts";
 
 export { OwnSockets } from "./own_sockets.ts";
 
 const SOL_SOCKET = 1, SO_ATTACH_FILTER = 26;
-const SOL_NETLINK = 270, NETLINK_ADD_MEMBERSHIP = 1;
+const SOL_NETLINK = 270, NETLINK_ADD_MEMBERSHIP = 1, NETLINK_DROP_MEMBERSHIP = 2;
 /** enum nfnetlink_groups: NFNLGRP_NFTABLES. */
 export const NFNLGRP_NFTABLES = 7;
 const ENOBUFS = 105;
@@ -45,8 +50,11 @@ const FILTER_MAX = 200;
 export interface MonitorHandlers {
   /** Notifications of one receive that other programs caused (never empty). */
   onForeign(msgs: NftNotification[]): void;
-  /** The socket overran: notifications were lost, anything may have changed. */
-  onOverrun(): void;
+  /**
+   * Notifications were lost (the socket overran, or commits happened during a quiet window
+   * that were not ours: `why`); anything may have changed.
+   */
+  onOverrun(why?: string): void;
   /** The monitor stopped on an error it cannot recover from. */
   onError?(err: Error): void;
 }
@@ -85,6 +93,9 @@ export class NftablesMonitor {
   #running: Promise<void> | undefined;
   #stopped = false;
   #closed = false;
+  #handlers: MonitorHandlers | undefined;
+  /** Quiet windows for our large batches (hand it to the clients' `quietWith`). */
+  readonly quiet: QuietWindow;
 
   /**
    * Opens and subscribes the socket. `log` takes the one warning of
@@ -98,16 +109,24 @@ export class NftablesMonitor {
     this.#fd = fd;
     // After the socket opened: it is ours too.
     this.#own = own ?? new OwnSockets(undefined, { log: opts.log });
-    const c = libc();
-    if (
-      c.setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, new Int32Array([NFNLGRP_NFTABLES]), 4) <
-        0
-    ) {
+    this.quiet = new QuietWindow({
+      readGeneration: readGenerationId,
+      subscribe: (on) => !this.#closed && this.#membership(on),
+      onUnseen: (why) => this.#handlers?.onOverrun(why),
+    });
+    if (!this.#membership(true)) {
       const why = strerror(lastErrno());
       libmnl().mnl_socket_close(nl);
       throw new Error(`nftables notifications: joining the group: ${why}`);
     }
     this.#filter();
+  }
+
+  /** Joins or leaves NFNLGRP_NFTABLES; false when setsockopt failed. */
+  #membership(on: boolean): boolean {
+    const opt = on ? NETLINK_ADD_MEMBERSHIP : NETLINK_DROP_MEMBERSHIP;
+    return libc().setsockopt(this.#fd, SOL_NETLINK, opt, new Int32Array([NFNLGRP_NFTABLES]), 4) >=
+      0;
   }
 
   /** Port ids of our own sockets, as last read. */
@@ -127,6 +146,7 @@ export class NftablesMonitor {
 
   /** Starts receiving; handlers run on the event loop. */
   start(h: MonitorHandlers): void {
+    this.#handlers = h;
     this.#running ??= this.#loop(h).catch((err) => {
       if (!this.#stopped) h.onError?.(err instanceof Error ? err : new Error(String(err)));
     }).finally(() => this.#close());

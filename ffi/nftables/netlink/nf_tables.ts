@@ -15,6 +15,7 @@ export const NFNL_MSG_BATCH_END = 0x11;
 
 /** enum nf_tables_msg_types, the ones used here. */
 export const NFT_MSG = {
+  NEWTABLE: 0,
   DELTABLE: 2,
   NEWRULE: 6,
   GETRULE: 7,
@@ -23,6 +24,8 @@ export const NFT_MSG = {
   NEWSETELEM: 12,
   GETSETELEM: 13,
   DELSETELEM: 14,
+  NEWGEN: 15,
+  GETGEN: 16,
 } as const;
 
 /** The nlmsg_type of nf_tables message `msg`. */
@@ -46,8 +49,18 @@ export const FAMILY_NAME: Readonly<Record<number, string>> = {
 /** Size of a batch begin or end message (nlmsghdr + nfgenmsg). */
 export const BATCH_MARK_LEN = 20;
 
-/** Writes the message that begins or ends an nf_tables batch at `off`. */
-export function putBatchMark(dv: DataView, off: number, mark: "begin" | "end", seq: number): void {
+/**
+ * Writes the message that begins or ends an nf_tables batch at `off`. NLM_F_ECHO in `flags` on
+ * the begin message has the kernel send the commit's NEWGEN (its generation id) back to the
+ * sender, whether or not anyone listens to the notification group.
+ */
+export function putBatchMark(
+  dv: DataView,
+  off: number,
+  mark: "begin" | "end",
+  seq: number,
+  flags = NLM_F_REQUEST,
+): void {
   const type = mark === "begin" ? NFNL_MSG_BATCH_BEGIN : NFNL_MSG_BATCH_END;
-  putHeader(dv, off, BATCH_MARK_LEN, type, NLM_F_REQUEST, seq, 0, NFNL_SUBSYS_NFTABLES);
+  putHeader(dv, off, BATCH_MARK_LEN, type, flags, seq, 0, NFNL_SUBSYS_NFTABLES);
 }

@@ -231,5 +231,5 @@ export function encodeDeleteTable(family: string, table: string, seq0: number): 
   bytes.set(name, 44);
   const end = 40 + attrPadded;
   putBatchMark(view, end, "end", seq0 + 2);
-  return { bytes, seqs: [seq0 + 1], firstOp: [0] };
+  return { bytes, seqs: [seq0 + 1], firstOp: [0], elements: 0 };
 }

@@ -9,12 +9,15 @@
 import type { Map as NftMap, Operation, Set as NftSet } from "../types.ts";
 import { type Batch, encodeBatch, layoutOf, type SetLayout } from "./codec.ts";
 import { NetfilterSocket } from "../../netlink/socket.ts";
+import { collectGenerations, QUIET_MIN_ELEMENTS, type QuietWrites } from "./generation.ts";
 
 /** Raw element writer for one table. */
 export class RawElementWriter {
   readonly #layouts = new Map<string, SetLayout | null>();
   #socket: NetfilterSocket | null | undefined;
   #seq = 1;
+  /** Pauses change notifications around a large batch (generation.ts); none: never paused. */
+  quiet: QuietWrites | undefined;
 
   /** A writer for table `table` of nft family `family`; the socket opens on the first write. */
   constructor(readonly family: string, readonly table: string) {}
@@ -76,7 +79,15 @@ export class RawElementWriter {
       }
     }
     if (this.#socket === null) return false;
-    const { acks } = await this.#socket.send(batch);
+    const q = batch.elements >= QUIET_MIN_ELEMENTS ? this.quiet : undefined;
+    const own: number[] = [];
+    q?.begin();
+    let acks: Map<number, number>;
+    try {
+      ({ acks } = await this.#socket.send(batch, (buf, len) => collectGenerations(buf, len, own)));
+    } finally {
+      q?.end(own);
+    }
     // A commit-time failure is acked on the batch-begin message, whose seq is not among ours:
     // any error at all means the batch was aborted.
     for (const e of acks.values()) if (e !== 0) return false;
