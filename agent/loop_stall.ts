@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { Gauge, Histogram, type Registry } from "prom-client";
+import { Gauge, Histogram, type Registry } from "../net/prometheus.ts";
 
 /** Lateness buckets (s): the idle target is "no stall over 50 ms". */
 const STALL_BUCKETS: readonly number[] = [

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { Registry } from "prom-client";
+import { Registry } from "../net/prometheus.ts";
 import { startStallProbe } from "./loop_stall.ts";
 
 Deno.test("the stall probe reports a blocked event loop", async () => {

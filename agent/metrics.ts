@@ -1,9 +1,9 @@
 /**
  * kube-proxy's Prometheus metrics (names, help, types, labels and buckets as in upstream
- * pkg/proxy/metrics for the nftables mode), on a private prom-client Registry.
+ * pkg/proxy/metrics for the nftables mode), on a private registry (net/prometheus.ts).
  * @module
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Histogram, Registry } from "../net/prometheus.ts";
 import { splitHostPort } from "./flags.ts";
 import { createRestClientMetrics, type RestClientMetrics } from "./kube/rest_metrics.ts";
 import { registerProcessMetrics } from "./process_metrics.ts";

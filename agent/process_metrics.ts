@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { Counter, Gauge, type Registry } from "prom-client";
+import { Counter, Gauge, type Registry } from "../net/prometheus.ts";
 import { countOpenFds, readTextFileSync as libcRead } from "../ffi/libc_files.ts";
 
 const PAGE = 4096;

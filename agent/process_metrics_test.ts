@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { Registry } from "prom-client";
+import { Registry } from "../net/prometheus.ts";
 import { parseProc, registerProcessMetrics } from "./process_metrics.ts";
 
 const STAT = "4242 (deno (main)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 6 0 12345 " +

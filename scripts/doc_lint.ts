@@ -18,10 +18,6 @@ import { treeFiles } from "./size_check.ts";
 /** npm packages' types our public API hands on, with their package. */
 export const NPM_TYPES: Readonly<Record<string, string>> = {
   KubeConfig: "@kubernetes/client-node",
-  Registry: "prom-client",
-  Counter: "prom-client",
-  Gauge: "prom-client",
-  Histogram: "prom-client",
 };
 
 /** The floors whose modules are linted. */

@@ -18,7 +18,7 @@ Deno.test("doc lint: findings are read from deno doc's output; npm type referenc
     "error[missing-jsdoc]: exported symbol is missing JSDoc documentation",
     "  --> /r/net/ip.ts:19:3",
     "   | ",
-    "error[private-type-ref]: public type 'x' references private type 'Registry'",
+    "error[private-type-ref]: public type 'x' references private type 'KubeConfig'",
     "  --> /r/agent/a.ts:5:1",
     "error[private-type-ref]: public type 'y' references private type 'Json'",
     "  --> /r/agent/b.ts:7:1",

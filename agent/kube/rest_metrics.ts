@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { Counter, Histogram, type Registry } from "prom-client";
+import { Counter, Histogram, type Registry } from "../../net/prometheus.ts";
 
 /** component-base's buckets for rest_client_request_duration_seconds. */
 export const REST_CLIENT_BUCKETS: readonly number[] = [

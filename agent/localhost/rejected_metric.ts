@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { Counter, type Registry } from "prom-client";
+import { Counter, type Registry } from "../../net/prometheus.ts";
 import { LOCALHOST_REJECTED, localhostRejectedCounter } from "../../proxier/nftables/localhost.ts";
 import type { NftablesClient } from "../../ffi/nftables/types.ts";
 import { familyLabel, type IpFamily } from "../../net/family.ts";

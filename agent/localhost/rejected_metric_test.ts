@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { Registry } from "prom-client";
+import { Registry } from "../../net/prometheus.ts";
 import { registerRejectedPackets } from "./rejected_metric.ts";
 import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import { Transaction } from "../../ffi/nftables/types.ts";

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { Counter, type Registry } from "prom-client";
+import { Counter, type Registry } from "../../net/prometheus.ts";
 import type { Logger } from "../log.ts";
 import type { NodeEvent } from "../kube/events.ts";
 import type { Family, NftablesClient } from "../../ffi/nftables/types.ts";

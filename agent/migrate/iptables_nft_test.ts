@@ -4,7 +4,7 @@
  * kube-proxy (the `-m comment` matches list as nothing).
  */
 import assert from "node:assert/strict";
-import { Registry } from "prom-client";
+import { Registry } from "../../net/prometheus.ts";
 import { MemoryNftables } from "../../ffi/nftables/memory/client.ts";
 import { type Family, type NftablesClient, Transaction } from "../../ffi/nftables/types.ts";
 import { FLAGS, parseArgs } from "../flags.ts";

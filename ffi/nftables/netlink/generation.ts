@@ -82,6 +82,7 @@ export class QuietWindow implements QuietWrites {
   #left = false;
   #own = new Set<number>();
 
+  /** A window that reads and subscribes through `o`; nothing happens before {@link begin}. */
   constructor(private readonly o: QuietWindowOptions) {}
 
   begin(): void {
