@@ -181,7 +181,7 @@ function putValue(fields: Field[], parts: readonly string[], out: DataView, off:
       const sep = text.indexOf(" . ", from);
       const to = sep < 0 ? text.length : sep;
       const f = fields[fi++];
-      if (concat) { for (let i = f.len; i < align4(f.len); i++) out.setUint8(off + i, 0); }
+      // No padding to write: callers hand in zeroed memory (encodeValue's, or the Writer's).
       if (!putField(f, text, from, to, out, off)) return false;
       off += concat ? align4(f.len) : f.len;
       if (sep < 0) break;
@@ -277,16 +277,37 @@ class Writer {
     return true;
   }
   strz(type: number, s: string): void {
-    const b = enc.encode(s);
-    const z = new Uint8Array(b.length + 1);
-    z.set(b);
-    this.attr(type, z);
+    const at = this.begin(type, false);
+    this.text(s);
+    this.reserve(1);
+    this.off++; // the NUL (zeroed memory)
+    this.end(at);
   }
+  /** The UTF-8 bytes of `s`; ASCII (all names and most comments) without an encoder call. */
+  text(s: string): void {
+    this.reserve(s.length);
+    const buf = this.buf;
+    let off = this.off;
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c > 0x7f) {
+        const b = enc.encode(s);
+        this.reserve(b.length);
+        this.buf.set(b, this.off);
+        this.off += b.length;
+        return;
+      }
+      buf[off++] = c;
+    }
+    this.off = off;
+  }
+  /** Pads to 4 bytes: the buffer is zeroed and written forward only, so padding is already 0. */
   align(): void {
-    const n = align4(this.off) - this.off;
-    this.reserve(n);
-    this.buf.fill(0, this.off, this.off + n);
-    this.off += n;
+    const n = (4 - (this.off & 3)) & 3;
+    if (n !== 0) {
+      this.reserve(n);
+      this.off += n;
+    }
   }
   /** Starts a netlink message; returns its offset for {@link endMsg}. */
   msg(type: number, flags: number, seq: number, family: number, resId: number): number {
@@ -334,7 +355,7 @@ export function encodeBatch(
   const fam = FAMILY_NUMBER[family];
   if (fam === undefined) return undefined;
   // ~100 bytes an element: a change's few elements should not allocate (and zero) 64 KiB.
-  const w = new Writer(Math.min(1 << 16, Math.max(1 << 10, ops.length * 128)));
+  const w = new Writer(Math.max(1 << 10, ops.length * 128));
   const seqs: number[] = [], firstOp: number[] = [];
   let seq = seq0;
   w.batchMark("begin", seq++);
@@ -397,13 +418,18 @@ function putElement(w: Writer, e: Element, layout: SetLayout, withData: boolean)
     return false; // a value for a set element
   }
   if (withData && e.comment !== undefined) {
-    const c = enc.encode(e.comment);
-    if (c.length + 1 > 255) return false;
-    const ud = new Uint8Array(c.length + 3);
-    ud[0] = NFTNL_UDATA_SET_ELEM_COMMENT;
-    ud[1] = c.length + 1;
-    ud.set(c, 2);
-    w.attr(NFTA_SET_ELEM_USERDATA, ud);
+    // One TLV: type, length with the NUL, the text, the NUL.
+    const at = w.begin(NFTA_SET_ELEM_USERDATA, false);
+    w.reserve(2);
+    w.buf[w.off] = NFTNL_UDATA_SET_ELEM_COMMENT;
+    const start = (w.off += 2);
+    w.text(e.comment);
+    const len = w.off - start + 1;
+    if (len > 255) return false;
+    w.buf[start - 1] = len;
+    w.reserve(1);
+    w.off++; // the NUL
+    w.end(at);
   }
   w.end(el);
   return true;

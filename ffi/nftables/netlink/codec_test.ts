@@ -133,3 +133,20 @@ Deno.test("codec: a batch is begin, one message per run of a verb on a set, end"
     undefined,
   );
 });
+
+Deno.test("codec: comments are UTF-8 with their NUL; one too long for a TLV is left to libnftables", () => {
+  const layout = layoutOf({ kind: "set", name: "cluster-ips", type: "ipv4_addr" });
+  const el = (comment: string): Operation => ({
+    verb: "add",
+    obj: { kind: "element", set: "cluster-ips", key: ["198.19.0.1"], comment },
+  });
+  const b = encodeBatch("ip", "kube-proxy", [el("ns/café:p")], () => layout, 1)!;
+  const utf8 = new TextEncoder().encode("ns/café:p");
+  const at = b.bytes.findIndex((_, i) => utf8.every((c, j) => b.bytes[i + j] === c));
+  assert.ok(at > 1, "the UTF-8 text is in the batch");
+  assert.equal(b.bytes[at - 2], 0, "TLV type 0: comment");
+  assert.equal(b.bytes[at - 1], utf8.length + 1, "TLV length counts the NUL");
+  assert.equal(b.bytes[at + utf8.length], 0, "NUL-terminated");
+  assert.ok(encodeBatch("ip", "kube-proxy", [el("x".repeat(254))], () => layout, 1));
+  assert.equal(encodeBatch("ip", "kube-proxy", [el("x".repeat(255))], () => layout, 1), undefined);
+});
