@@ -38,12 +38,30 @@ export interface HazardousSet {
   why: string;
 }
 
+/**
+ * Verdicts by userdata bytes (as a latin1 string): the screen runs before every libnftables
+ * call, over the same few hundred sets, so each distinct blob is parsed once.
+ */
+const verdicts = new Map<string, string | undefined>();
+const VERDICTS_MAX = 4096;
+
+/** Why libnftables would crash on this userdata, or undefined; remembered per distinct blob. */
+function cachedHazard(udata: Uint8Array): string | undefined {
+  let key = "";
+  for (let i = 0; i < udata.length; i++) key += String.fromCharCode(udata[i]);
+  if (verdicts.has(key)) return verdicts.get(key);
+  const why = udataHazard(udata);
+  if (verdicts.size >= VERDICTS_MAX) verdicts.clear();
+  verdicts.set(key, why);
+  return why;
+}
+
 /** The sets of the namespace whose userdata would crash libnftables 1.0.x. */
 export function hazardousSets(sets: readonly DumpedSet[] = dumpSets()): HazardousSet[] {
   const out: HazardousSet[] = [];
   for (const s of sets) {
     if (s.userdata === undefined) continue;
-    const why = udataHazard(s.userdata);
+    const why = cachedHazard(s.userdata);
     if (why !== undefined) out.push({ family: s.family, table: s.table, name: s.name, why });
   }
   return out;
