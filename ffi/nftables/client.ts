@@ -99,6 +99,11 @@ export interface OpenOptions {
   rawElements?: boolean;
 }
 
+/** Whether `ops` add sets or maps. */
+function declaresSets(ops: readonly Operation[]): boolean {
+  return ops.some((o) => o.verb === "add" && (o.obj.kind === "set" || o.obj.kind === "map"));
+}
+
 function rawDefault(): boolean {
   try {
     return Deno.env.get("KUBE_NFT_PROXY_RAW_ELEMENTS") !== "0";
@@ -215,6 +220,9 @@ class LibNftablesClient implements NftablesClient {
       const res = await this.#exec(script, dryRun);
       if (res.rc !== 0) throw await this.#explain(ops, script, res.error);
       if (!dryRun) raw?.learn(ops);
+      // The screen parses each set's userdata once: have it see the new sets now, off the path
+      // of the next change, whose libnftables call would otherwise pay for it.
+      if (!dryRun && declaresSets(ops)) setTimeout(() => this.#hazard(), 0);
     });
   }
 
