@@ -167,27 +167,17 @@ export abstract class Metric<T extends string, S> {
   }
 }
 
-/** A value that only goes up (until reset). */
-export class Counter<T extends string = string> extends Metric<T, { v: number }> {
-  /** The TYPE line's type. */
-  readonly type = "counter";
-
-  /** A counter; unlabelled, its one series starts at 0. */
-  constructor(cfg: MetricConfiguration<T, Counter<T>>) {
-    super(cfg as MetricConfiguration<T, unknown>);
+/** A metric of one number per series: the common half of {@link Counter} and {@link Gauge}. */
+export abstract class ScalarMetric<T extends string> extends Metric<T, { v: number }> {
+  /** Unlabelled, its one series starts at 0. */
+  constructor(cfg: MetricConfiguration<T, unknown>) {
+    super(cfg);
     if (this.labelNames.length === 0) this.child(undefined);
   }
 
   /** A new series' state. */
   protected fresh(): { v: number } {
     return { v: 0 };
-  }
-
-  /** Adds `value` (default 1) to the series of `labels`. */
-  inc(labels?: LabelValues<T> | number, value?: number): void {
-    const [l, v] = typeof labels === "number" ? [undefined, labels] : [labels, value ?? 1];
-    if (!(v >= 0)) throw new Error(`counter ${this.name}: cannot add ${v}`);
-    this.child(l).v += v;
   }
 
   /** Every series. */
@@ -199,20 +189,32 @@ export class Counter<T extends string = string> extends Metric<T, { v: number }>
   }
 }
 
+/** A value that only goes up (until reset). */
+export class Counter<T extends string = string> extends ScalarMetric<T> {
+  /** The TYPE line's type. */
+  readonly type = "counter";
+
+  /** A counter (`collect` runs with it as `this`). */
+  constructor(cfg: MetricConfiguration<T, Counter<T>>) {
+    super(cfg as MetricConfiguration<T, unknown>);
+  }
+
+  /** Adds `value` (default 1) to the series of `labels`. */
+  inc(labels?: LabelValues<T> | number, value?: number): void {
+    const [l, v] = typeof labels === "number" ? [undefined, labels] : [labels, value ?? 1];
+    if (!(v >= 0)) throw new Error(`counter ${this.name}: cannot add ${v}`);
+    this.child(l).v += v;
+  }
+}
+
 /** A value that goes up and down. */
-export class Gauge<T extends string = string> extends Metric<T, { v: number }> {
+export class Gauge<T extends string = string> extends ScalarMetric<T> {
   /** The TYPE line's type. */
   readonly type = "gauge";
 
-  /** A gauge; unlabelled, its one series starts at 0. */
+  /** A gauge (`collect` runs with it as `this`). */
   constructor(cfg: MetricConfiguration<T, Gauge<T>>) {
     super(cfg as MetricConfiguration<T, unknown>);
-    if (this.labelNames.length === 0) this.child(undefined);
-  }
-
-  /** A new series' state. */
-  protected fresh(): { v: number } {
-    return { v: 0 };
   }
 
   /** Sets the series of `labels` to `value`. */
@@ -231,14 +233,6 @@ export class Gauge<T extends string = string> extends Metric<T, { v: number }> {
   dec(labels?: LabelValues<T> | number, value?: number): void {
     const [l, v] = typeof labels === "number" ? [undefined, labels] : [labels, value ?? 1];
     this.child(l).v -= v;
-  }
-
-  /** Every series. */
-  protected values(): MetricValue<T>[] {
-    return [...this.children.values()].map((c) => ({
-      labels: Object.fromEntries(this.pairs(c.labels)),
-      value: c.state.v,
-    }));
   }
 }
 
