@@ -102,15 +102,14 @@ export abstract class Metric<T extends string, S> {
 
   /** The child for `labels`, created on first use; throws on a label the metric lacks. */
   protected child(labels: LabelValues<T> | undefined): S {
-    let key = "";
     if (labels !== undefined) {
       for (const k in labels) {
         if (!this.labelNames.includes(k as T)) {
           throw new Error(`metric ${this.name} has no label "${k}"`);
         }
       }
-      for (const n of this.labelNames) key += `${labels[n] ?? ""}\u0000`;
     }
+    const key = this.#key(labels);
     let c = this.children.get(key);
     if (c === undefined) {
       const kept: LabelValues<T> = {};
@@ -136,9 +135,18 @@ export abstract class Metric<T extends string, S> {
 
   /** Forgets the series of `labels`. */
   remove(labels: LabelValues<T>): void {
+    this.children.delete(this.#key(labels));
+  }
+
+  /** The children map's key of `labels`: their values in label-name order. */
+  #key(labels: LabelValues<T> | undefined): string {
     let key = "";
-    for (const n of this.labelNames) key += `${labels[n] ?? ""}\u0000`;
-    this.children.delete(key);
+    if (labels !== undefined) {
+      for (const n of this.labelNames) {
+        key += `${labels[n] ?? ""}\u0000`;
+      }
+    }
+    return key;
   }
 
   /** Runs the collect hook. */

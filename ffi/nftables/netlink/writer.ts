@@ -80,13 +80,18 @@ export class RawElementWriter {
     }
     if (this.#socket === null) return false;
     const q = batch.elements >= QUIET_MIN_ELEMENTS ? this.quiet : undefined;
-    const own: number[] = [];
-    q?.begin();
     let acks: Map<number, number>;
-    try {
-      ({ acks } = await this.#socket.send(batch, (buf, len) => collectGenerations(buf, len, own)));
-    } finally {
-      q?.end(own);
+    if (q === undefined) {
+      // A change's small batch: its generation id is of no use, so its replies are not decoded.
+      ({ acks } = await this.#socket.send(batch));
+    } else {
+      const own: number[] = [];
+      q.begin();
+      try {
+        ({ acks } = await this.#socket.send(batch, (b, len) => collectGenerations(b, len, own)));
+      } finally {
+        q.end(own);
+      }
     }
     // A commit-time failure is acked on the batch-begin message, whose seq is not among ours:
     // any error at all means the batch was aborted.
