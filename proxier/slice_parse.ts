@@ -6,8 +6,9 @@
  * @module
  */
 
-import { canonicalIP, canonicalIPv4Text } from "../net/ip.ts";
-import type { EndpointInfo, Protocol } from "./model.ts";
+import { canonicalIP } from "../net/ip.ts";
+import type { Protocol } from "./model.ts";
+import { PackedEndpoint } from "./packed_endpoint.ts";
 import type { IpFamily } from "../net/family.ts";
 import {
   type EndpointSlice,
@@ -120,35 +121,37 @@ function slicePorts(slice: EndpointSlice, bad: BadField): ValidPort[] {
 
 type SliceEndpoint = NonNullable<EndpointSlice["endpoints"]>[number];
 
-/** The EndpointInfo of `ep` (address `ip`, already checked) on `port`. */
-function endpointInfo(ep: SliceEndpoint, ip: string, port: number, nodeName: string): EndpointInfo {
+/** The endpoint of `ep` (address `ip`, or `v4` as a number; already checked) on `port`. */
+function endpointInfo(
+  ep: SliceEndpoint,
+  ip: string,
+  v4: number | undefined,
+  port: number,
+  nodeName: string,
+): PackedEndpoint {
   const c = ep.conditions;
-  const ready = c?.ready ?? true;
-  // As upstream's endpointslicecache.go: an unset `serving` is true, not a copy of `ready`,
-  // so a terminating endpoint whose controller never set `serving` is a fallback candidate.
-  const serving = c?.serving ?? true;
-  const terminating = c?.terminating ?? false;
-  const isLocal = ep.nodeName === nodeName && nodeName !== "";
-  // One literal per shape: a property added later would cost each of the (hundreds of
-  // thousands of) endpoints an out-of-object property array.
-  // Node and zone names repeat across endpoints: one shared copy each (listed slices arrive
-  // unslimmed, with a fresh string per occurrence).
-  const info: EndpointInfo = ep.nodeName
-    ? { ip, port, ready, serving, terminating, isLocal, nodeName: intern(ep.nodeName) }
-    : { ip, port, ready, serving, terminating, isLocal };
-  if (ep.zone) info.zone = intern(ep.zone);
-  if (ep.hints) {
-    const zones = names(ep.hints.forZones);
-    if (zones.length > 0) info.zoneHints = zones;
-    const nodes = names(ep.hints.forNodes);
-    if (nodes.length > 0) info.nodeHints = nodes;
-  }
-  return info;
+  const hints = ep.hints;
+  const zoneHints = hints ? names(hints.forZones) : undefined;
+  const nodeHints = hints ? names(hints.forNodes) : undefined;
+  return PackedEndpoint.of({
+    ip,
+    port,
+    ready: c?.ready ?? true,
+    // As upstream's endpointslicecache.go: an unset `serving` is true, not a copy of `ready`,
+    // so a terminating endpoint whose controller never set `serving` is a fallback candidate.
+    serving: c?.serving ?? true,
+    terminating: c?.terminating ?? false,
+    isLocal: ep.nodeName === nodeName && nodeName !== "",
+    nodeName: ep.nodeName || undefined,
+    zone: ep.zone || undefined,
+    zoneHints: zoneHints?.length ? zoneHints : undefined,
+    nodeHints: nodeHints?.length ? nodeHints : undefined,
+  }, v4);
 }
 
 /** The endpoints of one slice on one port, and their targets ({@link targetId}) when any. */
 interface SliceList {
-  eps: EndpointInfo[];
+  eps: PackedEndpoint[];
   /** Parallel to `eps`; undefined when no endpoint has a targetRef. */
   targets: number[] | undefined;
 }
@@ -166,7 +169,7 @@ function sliceEndpoints(
   nodeName: string,
   bad: BadField,
 ): SliceList {
-  const eps: EndpointInfo[] = [];
+  const eps: PackedEndpoint[] = [];
   const keys: (number | string)[] = [];
   const ts: number[] = [];
   let anyTarget = false;
@@ -181,11 +184,12 @@ function sliceEndpoints(
       bad(`endpoints[${i}].addresses[0]`, addr ?? null, `an IPv${family} address`, "endpoint");
       continue;
     }
-    const text = typeof key === "number" ? canonicalIPv4Text(addr!, key) : canonicalIP(addr!)!;
+    // An IPv4 address is kept as its number; the text is made when read.
+    const text = typeof key === "number" ? "" : canonicalIP(addr!)!;
     const t = targetId(ep.targetRef);
     if (t !== NO_TARGET) anyTarget = true;
     if (ordered && keys.length > 0 && !(key > keys[keys.length - 1])) ordered = false;
-    eps.push(endpointInfo(ep, text, port, nodeName));
+    eps.push(endpointInfo(ep, text, typeof key === "number" ? key : undefined, port, nodeName));
     keys.push(key);
     ts.push(t);
   }
@@ -203,13 +207,13 @@ function exact<T>(list: T[]): T[] {
 
 /** `eps` sorted by `keys`; of a repeated address the copy endpoint_dedup.ts picks, in order. */
 function sortUnique(
-  eps: EndpointInfo[],
+  eps: PackedEndpoint[],
   keys: (number | string)[],
   ts: number[],
   anyTarget: boolean,
 ): SliceList {
   const order = eps.map((_, i) => i).sort((a, b) => compareKeys(keys[a], keys[b]) || a - b);
-  const out: EndpointInfo[] = [];
+  const out: PackedEndpoint[] = [];
   const outT: number[] = [];
   let last: number | string | null = null;
   for (const i of order) {
@@ -261,7 +265,7 @@ export function parseEndpointSlice(
     // Every slice of a Service port has the same key: one shared copy.
     key: intern(portKey(family, p.name, p.protocol)),
     port: p.port,
-    endpoints: k === 0 ? first : first.map((e) => ({ ...e, port: p.port })),
+    endpoints: k === 0 ? first : first.map((e) => e.withPort(p.port)),
   }));
   const out: ParsedSlice = { service: objectKey(ns, svcName), name, family, ports: parsedPorts };
   if (targets) out.targets = targets;

@@ -54,9 +54,11 @@ const lastBuckets = new Map<string, { spec: string; buckets: readonly string[] }
  * frontend's buckets are kept for the next render of that encoding.
  */
 export function encodeFrontend(f: FrontendElements, key?: string): string {
-  const spec = `${f.verdict ?? ""}${SEP}${f.noEndpoint ?? ""}${SEP}${f.firewall ?? ""}${SEP}${
-    f.buckets.join(",")
-  }`;
+  // join, not `+`: the written state keeps one spec per frontend, and a concatenation would
+  // keep its parts as well (~140 bytes more per frontend, 4 MB at 30k Services).
+  const spec = [f.verdict ?? "", f.noEndpoint ?? "", f.firewall ?? "", f.buckets.join(",")].join(
+    SEP,
+  );
   if (key !== undefined && f.buckets.length >= BIG_FRONTEND) {
     lastBuckets.delete(key);
     if (lastBuckets.size >= BUCKET_CACHE_MAX) lastBuckets.delete(lastBuckets.keys().next().value!);
@@ -73,7 +75,8 @@ export function encodeFrontend(f: FrontendElements, key?: string): string {
 export function withBucketsOf(head: Omit<FrontendElements, "buckets">, spec: string): string {
   const prefix = encodeFrontend({ ...head, buckets: NO_BUCKETS });
   if (spec.startsWith(prefix)) return spec;
-  return prefix + spec.slice(spec.lastIndexOf(SEP) + 1);
+  // Flat (see encodeFrontend); a slice would also keep the old spec alive.
+  return [prefix, spec.slice(spec.lastIndexOf(SEP) + 1)].join("");
 }
 
 /** The buckets of an encoded frontend (of `key`, if known), without decoding the rest. */
