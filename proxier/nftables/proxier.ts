@@ -97,7 +97,7 @@ export class Proxier {
     this.client = opts.client;
     this.cfg = opts.config;
     this.staleDelay = opts.staleChainDelayMs ?? 1000;
-    this.maxOps = opts.maxOpsPerTransaction ?? 50_000;
+    this.maxOps = opts.maxOpsPerTransaction ?? 25_000;
     this.trim = opts.trimMemory === false ? undefined : opts.trimMemory ?? mallocTrim;
     this.verifySetLimit = opts.verifySetLimit ?? 4096;
     this.shouldYield = opts.shouldYield;

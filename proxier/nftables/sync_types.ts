@@ -19,8 +19,10 @@ export interface ProxierOptions {
   staleChainDelayMs?: number;
   /**
    * Cold start and regeneration: about this many operations per transaction
-   * (0 = one transaction). libnftables' memory grows with the script, so a
-   * bound keeps its peak down; services are never split.
+   * (0 = one transaction; default 25 000). Each transaction is built while the
+   * previous one commits, so a bound keeps the peak down (at 30k Services
+   * × 10, 292 MB with 50 000, 264-274 with 25 000, no lower with 12 500, at
+   * the same cold start); services are never split.
    */
   maxOpsPerTransaction?: number;
   /**
