@@ -155,6 +155,23 @@ export function reservedClasses(gen: number): string[] {
   return out;
 }
 
+/**
+ * The reserved classes one endpoint more or fewer than class chain `name` (of generation `gen`):
+ * those a frontend of that class moves to when its Service scales by one. Their sets and
+ * dispatch rules are kept ready (plan/common.ts `readyNeighbours`), so that move is a change of
+ * elements only.
+ */
+export function classNeighbours(name: string, gen: number): string[] {
+  const c = parseClassChain(name);
+  if (c === undefined || c.gen !== gen) return [];
+  const out: string[] = [];
+  for (const n of [c.n - 1, c.n + 1]) {
+    const next = classChainName(c.kind, c.proto, n, gen);
+    if (n >= 1 && isReservedClass(next, gen)) out.push(next);
+  }
+  return out;
+}
+
 /** True for a reserved class chain of generation `gen`. */
 export function isReservedClass(name: string, gen: number): boolean {
   const c = parseClassChain(name);

@@ -11,6 +11,7 @@ import {
   syntheticState,
 } from "../../tests/support/synthetic.ts";
 import { Proxier, type ProxierInput, type ProxierOptions, type SyncResult } from "./proxier.ts";
+import { canonicalBuckets } from "./testing.ts";
 
 const OPTS = { services: 0, endpointsPerService: 1, nodePortEvery: 0, udpEvery: 0 };
 
@@ -92,11 +93,12 @@ Deno.test("proxier: an endpoint change is a few element ops; partial equals a fr
 
   // Add a service with one endpoint: its class-set element, a bucket, a ClusterIP, and the class
   // dnat-tcp-1 put to use (its chain is reserved, so there already): its set, and
-  // service-classes rewritten with its rule.
+  // service-classes rewritten with its rule. dnat-tcp-2 and -4 were ready already (the
+  // neighbours of -3, in use), -2 is now -1's too.
   const id = addService(state, 100);
   const add = await must(p.sync(input(state, [id])));
   const classes = (await fake.listChain("service-classes"))!.rules.length;
-  assert.equal(classes, 2, "dnat-tcp-3 and dnat-tcp-1");
+  assert.equal(classes, 4, "dnat-tcp-1 to dnat-tcp-4");
   assert.equal(
     add.ops,
     3 + 1 + 2 + classes,
@@ -404,4 +406,41 @@ Deno.test("proxier: changes a preempted full sync took are written by the next s
   const third = await must(p.sync(input(state, [c])));
   assert.equal(third.full, true, "the full sync runs even though changes keep coming");
   assert.equal(fake.dump(), await freshDump(state));
+});
+
+Deno.test("proxier: a Service scaled by one moves to a ready class; readiness follows its elements", async () => {
+  const state = syntheticState({ ...OPTS, services: 5, endpointsPerService: 3 });
+  const { fake, clock, p } = setup();
+  await must(p.sync(input(state)));
+  // 3 in use: 2 and 4 ready with it, each with its set and dispatch rule.
+  const rules = async () =>
+    (await fake.listChain("service-classes"))!.rules.map((r) => r.rule.split(" goto ")[1]);
+  assert.deepEqual(await rules(), ["dnat-tcp-2", "dnat-tcp-3", "dnat-tcp-4"]);
+
+  const seen: Transaction[] = [];
+  const run = fake.run.bind(fake);
+  fake.run = (tx) => (seen.push(tx), run(tx));
+  state.endpoints.set(serviceId(1), syntheticEndpoints(1, { ...OPTS, endpointsPerService: 4 }));
+  const grow = await must(p.sync(input(state, [serviceId(1)])));
+  assert.equal(grow.full, false);
+  // First the move (elements only: traffic flows), then dnat-tcp-5 made ready.
+  assert.ok(seen.length === 2, `two transactions, got ${seen.length}`);
+  assert.ok(seen[0].ops.every((o) => o.obj.kind === "element"), "the change: elements only");
+  assert.ok(seen[1].ops.every((o) => o.obj.kind !== "element"), "then readiness: no element");
+  assert.deepEqual(await rules(), ["dnat-tcp-2", "dnat-tcp-3", "dnat-tcp-4", "dnat-tcp-5"]);
+  assert.equal(
+    canonicalBuckets(await settledDump(p, clock, fake, state)),
+    canonicalBuckets(await freshDump(state)),
+  );
+
+  // A jump past the ready classes needs its class first: declarations, then elements.
+  seen.length = 0;
+  state.endpoints.set(serviceId(2), syntheticEndpoints(2, { ...OPTS, endpointsPerService: 9 }));
+  await must(p.sync(input(state, [serviceId(2)])));
+  assert.ok(seen[0].ops.every((o) => o.obj.kind !== "element"), "the class first");
+  assert.ok(seen.at(-1)!.ops.every((o) => o.obj.kind === "element"), "its elements after");
+  assert.equal(
+    canonicalBuckets(await settledDump(p, clock, fake, state)),
+    canonicalBuckets(await freshDump(state)),
+  );
 });

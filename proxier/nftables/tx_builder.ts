@@ -100,6 +100,12 @@ export class TxBuilder {
   readonly head = new Unit();
   /** Shared tail: flushes of chains that went away, and element changes owned by no unit. */
   readonly tail = new Unit();
+  /**
+   * Declarations and rules nothing else in the plan uses (class sets kept ready for later):
+   * a transaction of their own after the rest ({@link TxBuilder.finish}), so they never delay
+   * the elements.
+   */
+  readonly later = new Unit();
   #pending: Unit[] = [];
   #pendingSize = 0;
   #counted = 0;
@@ -148,9 +154,13 @@ export class TxBuilder {
   finish(splitDeclarations = false): Transaction[] {
     const first = this.#emitted === 0;
     const tx = this.#cut(true);
+    const later = new Transaction();
+    for (const op of this.later.decls) later.ops.push(op);
+    for (const op of this.later.rules) later.ops.push(op);
+    const after = later.size > 0 ? [later] : [];
     // A full sync that changes nothing must not even re-add the table.
-    if (tx.size === 0 || (first && this.#withTable && tx.size === 1)) return [];
-    return splitDeclarations ? splitAdds(tx) : [tx];
+    if (tx.size === 0 || (first && this.#withTable && tx.size === 1)) return after;
+    return [...(splitDeclarations ? splitAdds(tx) : [tx]), ...after];
   }
 
   #cut(last: boolean, headOnly = false): Transaction {

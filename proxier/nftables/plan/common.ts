@@ -9,6 +9,7 @@ import { sameKeys, sameStrings } from "../../../net/arrays.ts";
 import type { Element, Set as NftSet, Transaction } from "../../../ffi/nftables/types.ts";
 import type { BuildContext } from "../context.ts";
 import {
+  classNeighbours,
   classSetName,
   FIXED,
   isReservedClass,
@@ -160,15 +161,33 @@ export function hairpinElement(ip: string): Element {
 }
 
 /**
- * Class chains follow their reference counts: one that gained users is
- * written with its frontends set (or kept from going stale), one that lost
- * them goes stale, unless it is reserved (names.ts `reservedClasses`: a full
- * plan, `reserve`, writes those used or not; an unused one loses only its set
- * and dispatch rule, later). The dispatch chains get one
- * rule per class chain present with its set, stale ones included: a class
- * that empties and fills again before its deletion (stale.ts) costs no rule
- * write. Returns the chains a full plan keeps (dispatch and reserved); a
- * partial plan that wrote no class set or chain leaves the dispatch alone.
+ * Keeps the classes one endpoint away from every class in use ready: present in the draft's
+ * class counts with 0 users, so {@link settleClasses} writes their set and dispatch rule. A
+ * Service scaled by one then moves to a class that is ready, a change of elements only. A ready
+ * class that is no longer any used one's neighbour is dropped (its set goes stale).
+ */
+export function readyNeighbours(d: Draft, gen: number): void {
+  const want = new Set<string>();
+  const idle: string[] = [];
+  for (const name of d.keys("classes")) {
+    if (d.get("classes", name)! > 0) { for (const n of classNeighbours(name, gen)) want.add(n); }
+    else idle.push(name);
+  }
+  for (const name of idle) if (!want.has(name)) d.set("classes", name, null);
+  for (const name of want) if (!d.has("classes", name)) d.set("classes", name, 0);
+}
+
+/**
+ * Class chains follow their reference counts: one that gained users (or is kept ready, with
+ * none: {@link readyNeighbours}) is written with its frontends set (or kept from going stale),
+ * one that lost them goes stale, unless it is reserved (names.ts `reservedClasses`: a full
+ * plan, `reserve`, writes those used or not; an unused one loses only its set and dispatch
+ * rule, later). The dispatch chains get one rule per class chain present with its set, stale
+ * ones included: a class that empties and fills again before its deletion (stale.ts) costs no
+ * rule write. A partial plan puts these writes first (the head) when a class in use needs one,
+ * else after the elements (`tb.later`): readiness alone never delays a change. Returns the
+ * chains a full plan keeps (dispatch and reserved); a partial plan that wrote no class set or
+ * chain leaves the dispatch alone.
  */
 export function settleClasses(
   d: Draft,
@@ -180,6 +199,7 @@ export function settleClasses(
 ): string[] {
   const reserved = reserve ? reservedClasses(gen) : [];
   const names = new Set([...d.keys("classes"), ...d.base.classes.keys(), ...reserved]);
+  const u = reserve || [...names].some((n) => needsWrite(d, ctx, n, gen)) ? tb.head : tb.later;
   // The dispatch rules change only with a class set or chain written now (stale.ts deletes).
   let written = reserve;
   for (const name of names) {
@@ -189,7 +209,7 @@ export function settleClasses(
       if (isReservedClass(name, gen)) {
         // The chain stays; its set and dispatch rule go later (stale.ts), as a fresh full sync
         // would not have them.
-        if (reserve) keepChain(d, spec(), tb);
+        if (reserve) keepChain(d, spec(), u);
         const setName = classSetName(name);
         if (d.has("sets", setName)) {
           d.set("sets", setName, null);
@@ -208,11 +228,11 @@ export function settleClasses(
       d.set("staleSets", setName, null);
       d.set("sets", setName, digest);
     } else if (d.get("sets", setName) !== digest) {
-      tb.head.set(set);
+      u.set(set);
       d.set("sets", setName, digest);
       written = true;
     }
-    if (keepChain(d, spec(), tb)) written = true;
+    if (keepChain(d, spec(), u)) written = true;
   }
   if (!written) return [];
   const present = [...d.keys("chains"), ...d.keys("staleChains")];
@@ -221,17 +241,26 @@ export function settleClasses(
     (s) => d.has("sets", s) || d.has("staleSets", s),
   );
   const dispatch = classDispatchChains(ctx, classes);
-  for (const c of dispatch) ensureChain(d, c, tb.head);
+  for (const c of dispatch) ensureChain(d, c, u);
   return [...dispatch.map((c) => c.chain.name), ...reserved];
 }
 
+/** Whether class `name`, in use, needs its set or chain written before elements can use it. */
+function needsWrite(d: Draft, ctx: BuildContext, name: string, gen: number): boolean {
+  if ((d.get("classes", name) ?? 0) === 0) return false;
+  const c = parseClassChain(name)!;
+  const set = classSet(ctx, name);
+  if (!d.has("staleSets", set.name) && d.get("sets", set.name) !== setDigest(set)) return true;
+  return d.get("chains", name) !== chainDigest(classChain(ctx, c.kind, c.proto, c.n, gen));
+}
+
 /** A class chain written unless it holds these rules (true when written); no longer stale. */
-function keepChain(d: Draft, spec: ChainSpec, tb: TxBuilder): boolean {
+function keepChain(d: Draft, spec: ChainSpec, u: Unit): boolean {
   const name = spec.chain.name;
   if (d.get("chains", name) === chainDigest(spec)) {
     if (d.has("staleChains", name)) d.set("staleChains", name, null);
     return false;
   }
-  ensureChain(d, spec, tb.head);
+  ensureChain(d, spec, u);
   return true;
 }

@@ -37,6 +37,7 @@ import {
   ensureChain,
   hairpinElement,
   type Plan,
+  readyNeighbours,
   recordMatches,
   retireChain,
   serviceRecord,
@@ -321,6 +322,7 @@ function planClasses(s: FullState): void {
     if (d.get("classes", name) !== n) d.set("classes", name, n);
     s.wanted.add(name);
   }
+  readyNeighbours(d, s.gen);
   for (const name of settleClasses(d, input.ctx, s.gen, input.now, s.tb, true)) s.wanted.add(name);
 }
 

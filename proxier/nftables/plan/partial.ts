@@ -22,6 +22,7 @@ import {
   ensureChain,
   hairpinElement,
   type Plan,
+  readyNeighbours,
   retireChain,
   serviceRecord,
   setDigest,
@@ -89,6 +90,7 @@ export function planPartial(written: WrittenState, input: PartialInput): Plan {
     if (was && !is) tb.tail.del(hairpinElement(ip));
     if (!was && is) tb.tail.add(hairpinElement(ip));
   }
+  readyNeighbours(d, gen);
   settleClasses(d, ctx, gen, now, tb);
   return builtPlan(tb.finish(true), d.delta);
 }
