@@ -161,17 +161,18 @@ export function hairpinElement(ip: string): Element {
 }
 
 /**
- * Keeps the classes one endpoint away from every class in use ready: present in the draft's
- * class counts with 0 users, so {@link settleClasses} writes their set and dispatch rule. A
- * Service scaled by one then moves to a class that is ready, a change of elements only. A ready
- * class that is no longer any used one's neighbour is dropped (its set goes stale).
+ * Keeps the classes beside every class in use ready (names.ts `classNeighbours`: one endpoint
+ * fewer or more, and one endpoint): present in the draft's class counts with 0 users, so
+ * {@link settleClasses} writes their set and dispatch rule. A Service scaled by one, or to one,
+ * then moves to a class that is ready: a change of elements only. A ready class beside no class
+ * in use any more is dropped (its set goes stale).
  */
 export function readyNeighbours(d: Draft, gen: number): void {
   const want = new Set<string>();
   const idle: string[] = [];
   for (const name of d.keys("classes")) {
-    if (d.get("classes", name)! > 0) { for (const n of classNeighbours(name, gen)) want.add(n); }
-    else idle.push(name);
+    if (d.get("classes", name)! === 0) idle.push(name);
+    else for (const n of classNeighbours(name, gen)) want.add(n);
   }
   for (const name of idle) if (!want.has(name)) d.set("classes", name, null);
   for (const name of want) if (!d.has("classes", name)) d.set("classes", name, 0);
@@ -248,6 +249,8 @@ export function settleClasses(
 /** Whether class `name`, in use, needs its set or chain written before elements can use it. */
 function needsWrite(d: Draft, ctx: BuildContext, name: string, gen: number): boolean {
   if ((d.get("classes", name) ?? 0) === 0) return false;
+  // In use before this plan: written then.
+  if ((d.base.classes.get(name) ?? 0) > 0) return false;
   const c = parseClassChain(name)!;
   const set = classSet(ctx, name);
   if (!d.has("staleSets", set.name) && d.get("sets", set.name) !== setDigest(set)) return true;
