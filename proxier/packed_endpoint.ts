@@ -80,14 +80,14 @@ export class PackedEndpoint implements EndpointInfo {
   }
 
   /**
-   * The endpoint of `p` (the port must be 0-65535: slice_parse.ts checks it); `v4`, when given,
-   * is `p.ip` as a number (`parseIPv4Number`), kept instead of the text.
+   * The endpoint of `p` (the port must be 0-65535: slice_parse.ts checks it). Its `ip` may be
+   * an IPv4 address as a number (`parseIPv4Number`): kept as it is, with no text.
    */
-  static of(p: EndpointInfo, v4?: number): PackedEndpoint {
+  static of(p: Omit<EndpointInfo, "ip"> & { ip: string | number }): PackedEndpoint {
     const word = (p.port & PORT_MASK) | (p.ready ? READY : 0) | (p.serving ? SERVING : 0) |
       (p.terminating ? TERMINATING : 0) | (p.isLocal ? LOCAL : 0);
     const place = placement(p.nodeName, p.zone, p.zoneHints, p.nodeHints);
-    return new PackedEndpoint(v4 === undefined ? p.ip : v4 | 0, word, place);
+    return new PackedEndpoint(typeof p.ip === "number" ? p.ip | 0 : p.ip, word, place);
   }
 
   /** The same endpoint on another port (a slice's later ports). */
@@ -100,6 +100,12 @@ export class PackedEndpoint implements EndpointInfo {
   get ip(): string {
     const a = this.#addr;
     return typeof a === "number" ? formatIPv4Number(a >>> 0) : a;
+  }
+
+  /** An IPv4 address as its unsigned number (slice_merge.ts sort key), else undefined. */
+  get v4(): number | undefined {
+    const a = this.#addr;
+    return typeof a === "number" ? a >>> 0 : undefined;
   }
 
   /** The endpoint's port. */

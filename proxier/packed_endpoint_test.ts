@@ -37,11 +37,10 @@ Deno.test("packed endpoint: every field reads back as built, in each combination
 
 Deno.test("packed endpoint: an IPv4 address given as its number reads back as canonical text", () => {
   for (const ip of ["198.18.0.7", "198.19.255.255", "0.0.0.0", "255.255.255.255", "10.0.0.1"]) {
-    const ep = PackedEndpoint.of(
-      { ...BASE, ip: "", isLocal: false },
-      parseIPv4Number(ip, 0, ip.length),
-    );
+    const v4 = parseIPv4Number(ip, 0, ip.length);
+    const ep = PackedEndpoint.of({ ...BASE, ip: v4, isLocal: false });
     assert.equal(ep.ip, ip);
+    assert.equal(ep.v4, v4);
   }
 });
 

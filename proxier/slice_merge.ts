@@ -9,6 +9,7 @@
 import { type ParsedIP, parseIPv4Number, parseIPv6Bytes } from "../net/ip.ts";
 import type { IpFamily } from "../net/family.ts";
 import type { EndpointInfo } from "./model.ts";
+import { PackedEndpoint } from "./packed_endpoint.ts";
 import { newerWins, NO_TARGET } from "./endpoint_dedup.ts";
 
 /** One port of a validated slice with its endpoints, ready to use. */
@@ -91,13 +92,26 @@ export interface StoredSlice {
 
 /** Whether an endpoint address of `slice` is also listed by another of `siblings`. */
 export function sharesAddress(slice: ParsedSlice, siblings: Map<string, StoredSlice>): boolean {
-  const mine = new Set<string>();
-  for (const p of slice.ports) for (const e of p.endpoints) mine.add(e.ip);
+  const mine = new Set<number | string>();
+  for (const p of slice.ports) for (const e of p.endpoints) mine.add(endpointKey(e));
   for (const [name, s] of siblings) {
     if (name === slice.name) continue;
-    for (const p of s.slice.ports) for (const e of p.endpoints) if (mine.has(e.ip)) return true;
+    for (const p of s.slice.ports) {
+      for (const e of p.endpoints) if (mine.has(endpointKey(e))) return true;
+    }
   }
   return false;
+}
+
+/**
+ * The {@link sortKeyOf} key of a stored endpoint's address: a packed IPv4 address is its key
+ * already (reading `ip` would format it, only to be parsed back here).
+ */
+function endpointKey(ep: EndpointInfo): number | string {
+  const v4 = ep instanceof PackedEndpoint ? ep.v4 : undefined;
+  if (v4 !== undefined) return v4;
+  // Stored addresses are canonical; the family follows from the text.
+  return addressKey(ep.ip, ep.ip.includes(":") ? 6 : 4)!;
 }
 
 /**
@@ -126,9 +140,7 @@ export function mergeSlices(
       if (!list) byPort.set(p.key, list = []);
       for (let i = 0; i < p.endpoints.length; i++) {
         const ep = p.endpoints[i];
-        // Stored addresses are canonical; the family follows from the text.
-        const k = addressKey(ep.ip, ep.ip.includes(":") ? 6 : 4)!;
-        list.push({ k, ep, t: slice.targets?.[i] ?? NO_TARGET });
+        list.push({ k: endpointKey(ep), ep, t: slice.targets?.[i] ?? NO_TARGET });
       }
     }
   }

@@ -121,11 +121,10 @@ function slicePorts(slice: EndpointSlice, bad: BadField): ValidPort[] {
 
 type SliceEndpoint = NonNullable<EndpointSlice["endpoints"]>[number];
 
-/** The endpoint of `ep` (address `ip`, or `v4` as a number; already checked) on `port`. */
+/** The endpoint of `ep` (address `addr`, already checked: an IPv4 one as its number) on `port`. */
 function endpointInfo(
   ep: SliceEndpoint,
-  ip: string,
-  v4: number | undefined,
+  addr: string | number,
   port: number,
   nodeName: string,
 ): PackedEndpoint {
@@ -134,7 +133,7 @@ function endpointInfo(
   const zoneHints = hints ? names(hints.forZones) : undefined;
   const nodeHints = hints ? names(hints.forNodes) : undefined;
   return PackedEndpoint.of({
-    ip,
+    ip: addr,
     port,
     ready: c?.ready ?? true,
     // As upstream's endpointslicecache.go: an unset `serving` is true, not a copy of `ready`,
@@ -146,7 +145,7 @@ function endpointInfo(
     zone: ep.zone || undefined,
     zoneHints: zoneHints?.length ? zoneHints : undefined,
     nodeHints: nodeHints?.length ? nodeHints : undefined,
-  }, v4);
+  });
 }
 
 /** The endpoints of one slice on one port, and their targets ({@link targetId}) when any. */
@@ -185,11 +184,11 @@ function sliceEndpoints(
       continue;
     }
     // An IPv4 address is kept as its number; the text is made when read.
-    const text = typeof key === "number" ? "" : canonicalIP(addr!)!;
+    const kept = typeof key === "number" ? key : canonicalIP(addr!)!;
     const t = targetId(ep.targetRef);
     if (t !== NO_TARGET) anyTarget = true;
     if (ordered && keys.length > 0 && !(key > keys[keys.length - 1])) ordered = false;
-    eps.push(endpointInfo(ep, text, typeof key === "number" ? key : undefined, port, nodeName));
+    eps.push(endpointInfo(ep, kept, port, nodeName));
     keys.push(key);
     ts.push(t);
   }
