@@ -181,6 +181,16 @@ class LibNftablesClient implements NftablesClient {
     if (this.#raw !== undefined) this.#raw.quiet = q;
   }
 
+  rehearse(tx: Transaction): boolean {
+    const raw = this.#raw;
+    if (
+      raw === undefined || writeRoute(tx.ops, { rawElements: true, dryRun: false }) !== "elements"
+    ) {
+      return false;
+    }
+    return raw.unknownTargets(tx.ops).length === 0 && raw.rehearse(tx.ops);
+  }
+
   check(tx: Transaction): Promise<void> {
     return this.#apply(tx, true);
   }

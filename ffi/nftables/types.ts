@@ -260,6 +260,12 @@ export interface NftablesClient {
    * Optional: clients without a raw element path never pause them.
    */
   quietWith?(q: QuietWrites): void;
+  /**
+   * Encodes the transaction as {@link run} would, and sends nothing: warms up the encoder
+   * (proxier/nftables/rehearsal.ts). True when it was encoded; transactions that would go
+   * through libnftables are not. Optional: clients without a raw element path have nothing to warm.
+   */
+  rehearse?(tx: Transaction): boolean;
   /** Releases native resources. */
   close(): void;
 }

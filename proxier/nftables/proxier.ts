@@ -41,6 +41,7 @@ import { type Drift, kernelDrift } from "./drift.ts";
 import type { LogFn } from "../../net/log.ts";
 import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
 import { classDispatchChains } from "./skeleton.ts";
+import { rehearse } from "./rehearsal.ts";
 import {
   nextStaleDeadline,
   planStaleDeletion,
@@ -91,6 +92,8 @@ export class Proxier {
   private pendingStale: StaleReport = emptyStaleReport();
   private programmedState: ProxyState | undefined;
   private busy = false;
+  /** The partial path was rehearsed (once, after the first full sync: rehearsal.ts). */
+  private rehearsed = false;
 
   /** A proxier for one family; its first sync is full. */
   constructor(opts: ProxierOptions) {
@@ -211,6 +214,10 @@ export class Proxier {
       if (full) {
         this.needFull = false;
         this.regenerate = false;
+        if (!this.rehearsed && this.client.rehearse !== undefined) {
+          this.rehearsed = true;
+          setTimeout(() => this.rehearse(), 0);
+        }
       }
       const checked = full || touched !== undefined;
       if (checked) this.preempted = 0;
@@ -302,6 +309,23 @@ export class Proxier {
       }
     }
     return out;
+  }
+
+  /** Plans and encodes pretend changes, committing and sending nothing (rehearsal.ts). */
+  private rehearse(): void {
+    const state = this.programmedState, ctx = this.lastContext?.ctx;
+    if (state === undefined || ctx === undefined || this.written.empty) return;
+    // A sync waiting on the kernel comes first: try again once it is done.
+    if (this.busy) return void setTimeout(() => this.rehearse(), 50);
+    const t0 = performance.now();
+    try {
+      const r = rehearse(this.written, state, ctx, this.client, this.now());
+      const ms = (performance.now() - t0).toFixed(1);
+      this.log("info", "Rehearsed the partial path", { ...r, elapsed: ms });
+    } catch (err) {
+      // What a real change would have met too: say so, and carry on.
+      this.log("warn", "Rehearsing the partial path failed", { err: String(err) });
+    }
   }
 
   /** The partial plan for the changed and deleted service ports. */

@@ -67,6 +67,15 @@ export class RawElementWriter {
   }
 
   /**
+   * Encodes `ops` as {@link encode} does, for nothing: the batch is dropped, no seq is used.
+   * True when they were encodable.
+   */
+  rehearse(ops: readonly Operation[]): boolean {
+    const layout = (name: string) => this.#layouts.get(name) ?? undefined;
+    return encodeBatch(this.family, this.table, ops, layout, 1) !== undefined;
+  }
+
+  /**
    * Sends a batch; true when the kernel acked every message. False means
    * nothing was applied (the batch is atomic), or no socket could be opened.
    */
