@@ -56,8 +56,11 @@ export interface FullInput {
   ctx: BuildContext;
   /** The context's key: when it differs from the written one, every rule is rewritten. */
   contextKey: string;
-  /** Every service port's rules. */
-  services: ReadonlyMap<string, ServiceRules>;
+  /**
+   * Every service port's rules. The plan takes this map: a port's entry goes once its unit is
+   * planned, so a cold start never holds every port's rules beside the whole draft.
+   */
+  services: Map<string, ServiceRules>;
   /** What was read back from the kernel. */
   view: KernelView;
   /** Move to a fresh generation even though the written state is there (after a failure). */
@@ -169,6 +172,10 @@ interface FullState {
   /** Each frontend's claimers, sorted: the first wins and writes it. */
   readonly claims: Map<string, string[]>;
   readonly skeleton: Skeleton;
+  /** Service ports planned so far (their rules are dropped from `input.services`). */
+  readonly planned: Set<string>;
+  /** Sets the planned ports use: kept by the retire step. */
+  readonly portSets: Set<string>;
 }
 
 /** ClusterIP and hairpin counts as the services step took them, and what the kernel listed. */
@@ -239,7 +246,10 @@ function adopt(written: WrittenState, input: FullInput): FullState {
   }
   const skeleton = buildSkeleton(input.ctx, gen);
   const claims = claimsOf(input.services);
-  return { input, d, tb, cold, fresh, gen, wanted: new Set(), listed, believed, claims, skeleton };
+  return {
+    ...{ input, d, tb, cold, fresh, gen, wanted: new Set<string>(), listed, believed, claims },
+    ...{ skeleton, planned: new Set<string>(), portSets: new Set<string>() },
+  };
 }
 
 /** The draft's chains and sets as the kernel view has them. */
@@ -338,6 +348,9 @@ function* planServices(s: FullState): Generator<Transaction, SharedCounts, undef
   };
   for (const [id, r] of input.services) {
     planService(s, id, r, s.tb.unit(), counts);
+    // What the plan keeps of it is in the draft and the transaction now.
+    input.services.delete(id);
+    s.planned.add(id);
     const tx = s.tb.take(maxOps);
     if (tx !== undefined) yield tx;
   }
@@ -352,6 +365,7 @@ function planService(s: FullState, id: string, r: ServiceRules, u: Unit, c: Shar
     s.wanted.add(ch.chain.name);
   }
   for (const set of r.sets) {
+    s.portSets.add(set.name);
     const digest = setDigest(set);
     if (d.get("sets", set.name) !== digest) u.set(set);
     d.set("sets", set.name, digest);
@@ -398,7 +412,7 @@ function retire(s: FullState, c: SharedCounts): void {
   const { d, tb, input } = s;
   const { now } = input;
   for (const id of [...d.keys("services")]) {
-    if (input.services.has(id)) continue;
+    if (s.planned.has(id)) continue;
     for (const name of d.get("services", id)!.sets) {
       d.set("sets", name, null);
       d.set("staleSets", name, now);
@@ -419,8 +433,8 @@ function retire(s: FullState, c: SharedCounts): void {
   }
   // Sets nothing wants (older generations, affinity sets of ports gone while
   // we were down) go once the chains using them are gone.
-  const wantedSets = new Set(s.skeleton.sets.map((set) => set.name));
-  for (const r of input.services.values()) for (const set of r.sets) wantedSets.add(set.name);
+  const wantedSets = new Set(s.portSets);
+  for (const set of s.skeleton.sets) wantedSets.add(set.name);
   // A class chain's set stays while the chain does (stale.ts deletes them together).
   for (const name of [...d.keys("chains"), ...d.keys("staleChains")]) {
     if (parseClassChain(name) !== undefined) wantedSets.add(classSetName(name));
