@@ -13,7 +13,7 @@
  * @module
  */
 import type { NftablesClient } from "../../ffi/nftables/types.ts";
-import type { EndpointInfo, ProxyState } from "../model.ts";
+import type { EndpointInfo, ProxyState, ServicePortInfo } from "../model.ts";
 import type { BuildContext } from "./context.ts";
 import { planPartial } from "./plan/partial.ts";
 import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
@@ -35,7 +35,8 @@ export interface RehearsalResult {
 /**
  * Plans and encodes pretend changes of up to {@link REHEARSED_PORTS} service
  * ports of `state` that `written` holds: each loses one endpoint (or, with
- * one, its only one), and the last one is also planned as deleted. Pure
+ * one, its only one), the last one is also planned as deleted, and a copy of
+ * the first on an address no Service has is planned as a new port. Pure
  * towards the proxier: `written` is only read (each plan's delta is
  * dropped), and `client.rehearse` sends nothing. Needs a full sync's
  * written state; with nothing to rehearse it plans nothing.
@@ -55,24 +56,49 @@ export function rehearse(
       ? undefined
       : buildServiceRules(svc, state.endpoints.get(id) ?? [], ctx);
   };
-  const picked = pick(written, state);
-  for (const [i, id] of picked.entries()) {
-    const eps = state.endpoints.get(id) ?? [];
-    const fewer: readonly EndpointInfo[] = eps.length > 1 ? eps.slice(1) : [];
-    const pretend = buildServiceRules(state.services.get(id)!, fewer, ctx);
-    const changes: Map<string, ServiceRules | null>[] = [new Map([[id, pretend]])];
-    if (i === picked.length - 1) changes.push(new Map([[id, null]]));
-    for (const change of changes) {
-      const plan = planPartial(written, { ctx, changes: change, rulesOf, now });
-      result.plans++;
-      // The delta (the generator's return value) is dropped: nothing is committed.
-      for (let next = plan.next(); !next.done; next = plan.next()) {
-        if (client.rehearse(next.value)) result.encoded++;
-        result.ops += next.value.size;
-      }
+  for (const change of pretendChanges(written, state, ctx)) {
+    const plan = planPartial(written, { ctx, changes: change, rulesOf, now });
+    result.plans++;
+    // The delta (the generator's return value) is dropped: nothing is committed.
+    for (let next = plan.next(); !next.done; next = plan.next()) {
+      if (client.rehearse(next.value)) result.encoded++;
+      result.ops += next.value.size;
     }
   }
   return result;
+}
+
+/** The pretend changes of {@link rehearse}, one plan's worth each. */
+function pretendChanges(
+  written: WrittenState,
+  state: ProxyState,
+  ctx: BuildContext,
+): Map<string, ServiceRules | null>[] {
+  const picked = pick(written, state);
+  const out: Map<string, ServiceRules | null>[] = [];
+  for (const id of picked) {
+    const eps = state.endpoints.get(id) ?? [];
+    const fewer: readonly EndpointInfo[] = eps.length > 1 ? eps.slice(1) : [];
+    out.push(new Map([[id, buildServiceRules(state.services.get(id)!, fewer, ctx)]]));
+  }
+  if (picked.length > 0) {
+    out.push(new Map([[picked.at(-1)!, null]]));
+    const svc = state.services.get(picked[0])!;
+    // No Service is in an empty namespace nor on the unspecified address: nothing collides.
+    const copy: ServicePortInfo = {
+      ...svc,
+      id: "/rehearsal:",
+      namespace: "",
+      name: "rehearsal",
+      clusterIP: svc.family === 4 ? "0.0.0.0" : "::",
+      nodePort: 0,
+      externalIPs: [],
+      loadBalancerIPs: [],
+      healthCheckNodePort: 0,
+    };
+    out.push(new Map([[copy.id, buildServiceRules(copy, state.endpoints.get(picked[0])!, ctx)]]));
+  }
+  return out;
 }
 
 /** Service ports with endpoints that the written state holds, in its order. */

@@ -44,12 +44,19 @@ Deno.test("rehearse: plans pretend changes and a deletion, and leaves the writte
 
   const r = rehearse(p.written, st, buildContext(st, CFG), fake, 0);
 
-  // Each of the four ports loses an endpoint; the last is also planned as deleted.
-  assert.equal(r.plans, 5);
+  // Each of the four ports loses an endpoint; the last is also planned as deleted, and a copy of
+  // the first as a new port on 0.0.0.0.
+  assert.equal(r.plans, 6);
   assert.equal(r.ops, fake.rehearsed.reduce((n, tx) => n + tx.size, 0));
   assert.equal(r.encoded, fake.rehearsed.length);
   const elements = fake.rehearsed.flatMap((tx) => tx.ops).filter((o) => o.obj.kind === "element");
   assert.ok(elements.some((o) => o.verb === "delete"), "an endpoint leaving deletes elements");
+  assert.ok(
+    elements.some((o) =>
+      o.verb === "add" && o.obj.kind === "element" && o.obj.key[0] === "0.0.0.0"
+    ),
+    "the new port adds its ClusterIP",
+  );
   assert.equal(snapshot(p.written), before.written);
   assert.equal(fake.dump(), before.kernel);
 });
