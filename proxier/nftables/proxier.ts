@@ -39,7 +39,7 @@ import {
 import { planPartial } from "./plan/partial.ts";
 import { type Drift, kernelDrift } from "./drift.ts";
 import type { LogFn } from "../../net/log.ts";
-import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
+import { buildServiceRules, portRules, type ServiceRules } from "./service_rules.ts";
 import { classDispatchChains } from "./skeleton.ts";
 import { rehearse } from "./rehearsal.ts";
 import {
@@ -330,11 +330,7 @@ export class Proxier {
 
   /** The partial plan for the changed and deleted service ports. */
   private partialPlan(input: ProxierInput, ctx: BuildContext): Plan {
-    const { services, endpoints } = input.state;
-    const rulesOf = (id: string) => {
-      const svc = services.get(id);
-      return svc === undefined ? undefined : buildServiceRules(svc, endpoints.get(id) ?? [], ctx);
-    };
+    const rulesOf = (id: string) => portRules(input.state, id, ctx);
     const changes = new Map<string, ServiceRules | null>();
     for (const id of [...input.changed, ...input.deleted]) changes.set(id, rulesOf(id) ?? null);
     return planPartial(this.written, { ctx, changes, rulesOf, now: this.now() });

@@ -16,7 +16,7 @@ import type { NftablesClient } from "../../ffi/nftables/types.ts";
 import type { EndpointInfo, ProxyState, ServicePortInfo } from "../model.ts";
 import type { BuildContext } from "./context.ts";
 import { planPartial } from "./plan/partial.ts";
-import { buildServiceRules, type ServiceRules } from "./service_rules.ts";
+import { buildServiceRules, portRules, type ServiceRules } from "./service_rules.ts";
 import type { WrittenState } from "./written_state.ts";
 
 /** How many service ports a rehearsal pretends to change, each in its own plan. */
@@ -50,12 +50,7 @@ export function rehearse(
 ): RehearsalResult {
   const result: RehearsalResult = { plans: 0, ops: 0, encoded: 0 };
   if (written.gen === undefined || client.rehearse === undefined) return result;
-  const rulesOf = (id: string): ServiceRules | undefined => {
-    const svc = state.services.get(id);
-    return svc === undefined
-      ? undefined
-      : buildServiceRules(svc, state.endpoints.get(id) ?? [], ctx);
-  };
+  const rulesOf = (id: string) => portRules(state, id, ctx);
   for (const change of pretendChanges(written, state, ctx)) {
     const plan = planPartial(written, { ctx, changes: change, rulesOf, now });
     result.plans++;

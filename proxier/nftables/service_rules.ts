@@ -18,7 +18,7 @@ import {
   usesClusterEndpoints,
   usesLocalEndpoints,
 } from "../categorize.ts";
-import type { EndpointInfo, ServicePortInfo } from "../model.ts";
+import type { EndpointInfo, ProxyState, ServicePortInfo } from "../model.ts";
 import type { BuildContext } from "./context.ts";
 import { BIG_FRONTEND, type ClassKind, type L4, serviceChainNames } from "./names.ts";
 import { firewallChain, noEndpointVerdict, ownChains } from "./service_chains.ts";
@@ -97,6 +97,16 @@ function endpointValues(eps: readonly EndpointInfo[]): string[] {
     if (v === undefined) bucketValues.set(ep, v = endpointValue(ep));
     return v;
   });
+}
+
+/** The rules of service port `id` as `state` has it now, or undefined when it has no such port. */
+export function portRules(
+  state: Pick<ProxyState, "services" | "endpoints">,
+  id: string,
+  ctx: BuildContext,
+): ServiceRules | undefined {
+  const svc = state.services.get(id);
+  return svc === undefined ? undefined : buildServiceRules(svc, state.endpoints.get(id) ?? [], ctx);
 }
 
 /** Builds the rules of one service port. Throws on input no rule can express. */

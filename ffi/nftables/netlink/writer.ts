@@ -55,13 +55,7 @@ export class RawElementWriter {
 
   /** The batch for `ops`, or undefined when they are not all encodable element operations. */
   encode(ops: readonly Operation[]): Batch | undefined {
-    const batch = encodeBatch(
-      this.family,
-      this.table,
-      ops,
-      (name) => this.#layouts.get(name) ?? undefined,
-      this.#seq,
-    );
+    const batch = this.#encode(ops, this.#seq);
     if (batch !== undefined) this.#seq = (batch.seqs.at(-1)! + 2) >>> 0 || 1;
     return batch;
   }
@@ -71,8 +65,12 @@ export class RawElementWriter {
    * True when they were encodable.
    */
   rehearse(ops: readonly Operation[]): boolean {
+    return this.#encode(ops, 1) !== undefined;
+  }
+
+  #encode(ops: readonly Operation[], seq: number): Batch | undefined {
     const layout = (name: string) => this.#layouts.get(name) ?? undefined;
-    return encodeBatch(this.family, this.table, ops, layout, 1) !== undefined;
+    return encodeBatch(this.family, this.table, ops, layout, seq);
   }
 
   /**
