@@ -62,17 +62,20 @@ export class NativeWatch {
     return controller;
   }
 
+  // A plain reader and one decoder: piping through a TextDecoderStream costs a transform's
+  // promises per chunk, and under churn the watch is most of the agent's work.
   async #pump(body: ReadableStream<Uint8Array>, callback: Callback): Promise<void> {
-    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    const reader = body.getReader();
+    const decoder = new TextDecoder();
     let buf = "";
     for (;;) {
       const { value, done } = await reader.read();
       if (done) return;
-      buf += value;
-      let nl: number;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl).trim();
-        buf = buf.slice(nl + 1);
+      buf += decoder.decode(value, { stream: true });
+      let start = 0, nl: number;
+      while ((nl = buf.indexOf("\n", start)) >= 0) {
+        const line = buf.slice(start, nl).trim();
+        start = nl + 1;
         if (line === "") continue;
         let data: { type: string; object: unknown };
         try {
@@ -83,6 +86,7 @@ export class NativeWatch {
         }
         callback(data.type, data.object, data);
       }
+      if (start > 0) buf = buf.slice(start);
     }
   }
 }
