@@ -21,6 +21,8 @@ const SO_RCVTIMEO = 20;
 const SOL_NETLINK = 270;
 const NETLINK_CAP_ACK = 10;
 const RX = 1 << 18;
+/** Batches up to this size are sent on the calling thread. */
+const SMALL_BATCH = 16 << 10;
 
 /** Options of {@link openNetfilter}. */
 export interface OpenOptions {
@@ -114,8 +116,12 @@ export class NetfilterSocket {
       this.#sndbuf = batch.bytes.length + (1 << 16);
       c.setsockopt(this.#fd, SOL_SOCKET, SO_SNDBUFFORCE, new Int32Array([this.#sndbuf]), 4);
     }
+    // A small batch (a change's few elements) is applied in well under a millisecond: handing
+    // it to a worker thread would cost more than that (a wake-up of another CPU, then of ours).
     const sent = Number(
-      await mnl.mnl_socket_sendto_async(this.#nl, batch.bytes, BigInt(batch.bytes.length)),
+      batch.bytes.length <= SMALL_BATCH
+        ? mnl.mnl_socket_sendto(this.#nl, batch.bytes, BigInt(batch.bytes.length))
+        : await mnl.mnl_socket_sendto_async(this.#nl, batch.bytes, BigInt(batch.bytes.length)),
     );
     if (sent < 0) throw new Error(`netlink send: ${strerror(lastErrno())}`);
     const acks = new Map<number, number>();
