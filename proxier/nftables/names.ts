@@ -157,16 +157,17 @@ export function reservedClasses(gen: number): string[] {
 
 /**
  * The reserved classes kept ready beside class chain `name` (of generation `gen`): one endpoint
- * fewer and one more (a Service scaled by one), and one endpoint (a Service scaled to one, or a
- * new one starting with one pod), of the same kind and protocol. Their sets and dispatch rules
- * are written while unused (plan/common.ts `readyNeighbours`), so those moves are changes of
- * elements only.
+ * fewer and one more (a Service scaled by one), one endpoint (a Service scaled to one, or a new
+ * one starting with one pod) and two (the neighbour of one: a Service that moves to one needs
+ * no write of another class's set either), of the same kind and protocol. Their sets and
+ * dispatch rules are written while unused (plan/common.ts `readyNeighbours`), so those moves
+ * are changes of elements only.
  */
 export function classNeighbours(name: string, gen: number): string[] {
   const c = parseClassChain(name);
   if (c === undefined || c.gen !== gen) return [];
   const out: string[] = [];
-  for (const n of new Set([1, c.n - 1, c.n + 1])) {
+  for (const n of new Set([1, 2, c.n - 1, c.n + 1])) {
     const next = classChainName(c.kind, c.proto, n, gen);
     if (n >= 1 && n !== c.n && isReservedClass(next, gen)) out.push(next);
   }

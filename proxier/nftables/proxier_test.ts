@@ -403,6 +403,30 @@ Deno.test("proxier: changes a preempted full sync took are written by the next s
   assert.equal(fake.dump(), await freshDump(state));
 });
 
+Deno.test("proxier: a Service scaled to one is one transaction of elements (one and two are ready)", async () => {
+  const state = syntheticState({ ...OPTS, services: 5, endpointsPerService: 10 });
+  const { fake, p } = setup();
+  await must(p.sync(input(state)));
+  const rules = async () =>
+    (await fake.listChain("service-classes"))!.rules.map((r) => r.rule.split(" goto ")[1]);
+  assert.deepEqual(await rules(), [
+    "dnat-tcp-1",
+    "dnat-tcp-2",
+    "dnat-tcp-9",
+    "dnat-tcp-10",
+    "dnat-tcp-11",
+  ]);
+
+  const seen: Transaction[] = [];
+  const run = fake.run.bind(fake);
+  fake.run = (tx) => (seen.push(tx), run(tx));
+  state.endpoints.set(serviceId(1), syntheticEndpoints(1, { ...OPTS, endpointsPerService: 1 }, 50));
+  await must(p.sync(input(state, [serviceId(1)])));
+  assert.equal(seen.length, 1, "no readiness write after the move");
+  assert.ok(seen[0].ops.every((o) => o.obj.kind === "element"), "elements only");
+  assert.equal(fake.dump(), await freshDump(state));
+});
+
 Deno.test("proxier: a Service scaled by one moves to a ready class; readiness follows its elements", async () => {
   const state = syntheticState({ ...OPTS, services: 5, endpointsPerService: 3 });
   const { fake, clock, p } = setup();

@@ -34,8 +34,9 @@ export interface RehearsalResult {
 
 /**
  * Plans and encodes pretend changes of up to {@link REHEARSED_PORTS} service
- * ports of `state` that `written` holds: each loses one endpoint (or, with
- * one, its only one), the last one is also planned as deleted, and a copy of
+ * ports of `state` that `written` holds: every other one loses one endpoint,
+ * the others are scaled to one (with one, each loses its only one), the last
+ * one is also planned as deleted, and a copy of
  * the first on an address no Service has is planned as a new port. Pure
  * towards the proxier: `written` is only read (each plan's delta is
  * dropped), and `client.rehearse` sends nothing. Needs a full sync's
@@ -71,11 +72,16 @@ function pretendChanges(
 ): Map<string, ServiceRules | null>[] {
   const picked = pick(written, state);
   const out: Map<string, ServiceRules | null>[] = [];
-  for (const id of picked) {
+  picked.forEach((id, k) => {
     const eps = state.endpoints.get(id) ?? [];
-    const fewer: readonly EndpointInfo[] = eps.length > 1 ? eps.slice(1) : [];
+    // Half lose one endpoint, half are scaled to one (a class move, its buckets deleted).
+    const fewer: readonly EndpointInfo[] = eps.length <= 1
+      ? []
+      : k % 2 === 0
+      ? eps.slice(1)
+      : eps.slice(-1);
     out.push(new Map([[id, buildServiceRules(state.services.get(id)!, fewer, ctx)]]));
-  }
+  });
   if (picked.length > 0) {
     out.push(new Map([[picked.at(-1)!, null]]));
     const svc = state.services.get(picked[0])!;
