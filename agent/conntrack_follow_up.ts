@@ -24,6 +24,8 @@ export interface ConntrackFollowUpOptions {
   metrics?: ProxyMetrics;
   /** Whether the engine is stopping: errors then are the Worker closing, not failures. */
   stopped: () => boolean;
+  /** Run once after the first reconcile (which starts the Worker and hands it the index). */
+  afterFirstReconcile?: () => void;
 }
 
 function isEmpty(r: StaleReport): boolean {
@@ -35,6 +37,7 @@ function isEmpty(r: StaleReport): boolean {
 export class ConntrackFollowUp {
   readonly #o: ConntrackFollowUpOptions;
   #reconciling = false;
+  #reconciled = false;
   /** Per family, the ports changed since the index was last fed, and the newest state. */
   readonly #unfed = new Map<IpFamily, { state: ProxyState; ids: Set<string> }>();
 
@@ -136,6 +139,10 @@ export class ConntrackFollowUp {
       }
     } finally {
       this.#reconciling = false;
+    }
+    if (!this.#reconciled) {
+      this.#reconciled = true;
+      this.#o.afterFirstReconcile?.();
     }
   }
 }

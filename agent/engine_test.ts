@@ -370,7 +370,9 @@ Deno.test("engine feeds the conntrack runner's reconcile index before each recon
       log: quiet(),
       conntrack: withIndex,
       reconcilePeriodMs,
+      trimNative: () => trims++,
     });
+  let trims = 0;
   const engine = mk(3_600_000);
   try {
     engine.recordNode(node);
@@ -380,8 +382,11 @@ Deno.test("engine feeds the conntrack runner's reconcile index before each recon
     engine.markSynced("services");
     engine.markSynced("endpointSlices");
     await engine.syncNow();
-    // The first sync runs a reconcile at once, which is fed every port first.
+    assert.equal(fed.length, 0, "the first reconcile waits for a later turn (the memory trim)");
+    // Then it runs, fed every port first, and native memory is trimmed once after it.
+    for (let i = 0; i < 50 && trims === 0; i++) await new Promise((r) => setTimeout(r, 1));
     assert.deepEqual(fed, [{ family: 4, ids: ["default/dns:p", "default/web:p"], services: 2 }]);
+    assert.equal(trims, 1);
     engine.recordEndpointSlice(
       slice("dns-1", "dns", ["198.18.1.1"]),
       slice("dns-1", "dns", ["198.18.1.2"], "2"),
@@ -395,6 +400,7 @@ Deno.test("engine feeds the conntrack runner's reconcile index before each recon
     assert.deepEqual(fed[1], { family: 4, ids: ["default/db:p", "default/dns:p"], services: 3 });
     await engine.reconcileNow();
     assert.equal(fed.length, 2, "nothing changed since the last reconcile: nothing fed");
+    assert.equal(trims, 1, "trimmed after the first reconcile only");
   } finally {
     await engine.stop();
   }
