@@ -76,8 +76,11 @@ export interface EngineOptions {
   conntrack?: ConntrackRunner;
   /** Period of the conntrack reconcile; 0 or omitted disables it. */
   reconcilePeriodMs?: number;
-  /** Returns freed native memory after the first reconcile (default: glibc malloc_trim). */
-  trimNative?: () => void;
+  /**
+   * Run once after the first reconcile, whose Worker and index came after the cold start's
+   * trim (default: `mallocTrim`, a compacting collection and glibc's trim).
+   */
+  trimMemory?: () => void;
   /**
    * Our table was already in the kernel at start-up (a restart). The first
    * sync then does not flush flows of services that merely look "newly
@@ -142,8 +145,7 @@ export class SyncEngine {
       log: opts.log,
       metrics: opts.metrics,
       stopped: () => this.#stopped,
-      // The Worker's start and the index's message leave native memory that glibc keeps.
-      afterFirstReconcile: opts.trimNative ?? mallocTrim,
+      afterFirstReconcile: opts.trimMemory ?? mallocTrim,
     });
     this.#families = IP_FAMILIES.filter((f) => opts.proxiers[f] !== undefined);
     for (const f of this.#families) this.#firstSync.add(f);
@@ -386,7 +388,7 @@ export class SyncEngine {
       // reconciler finds their flows, so run it now rather than a period later. On a later
       // turn: after the memory trim the full sync queued, so the Worker it starts and the
       // index it is handed do not add to the cold start's peak (30k Services: 264-271 MB
-      // with them in it, 241-254 without).
+      // with them in it, 253-258 without; docs/benchmarks.md, seventh round).
       setTimeout(() => void this.reconcileNow(), 0);
     }
     log.v(4)?.info("Sync loop iteration done", {

@@ -370,7 +370,7 @@ Deno.test("engine feeds the conntrack runner's reconcile index before each recon
       log: quiet(),
       conntrack: withIndex,
       reconcilePeriodMs,
-      trimNative: () => trims++,
+      trimMemory: () => trims++,
     });
   let trims = 0;
   const engine = mk(3_600_000);

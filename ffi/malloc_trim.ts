@@ -86,13 +86,5 @@ export function mallocTrim(): void {
 function trimNow(): void {
   const gc = (globalThis as { gc?: (options?: unknown) => void }).gc;
   if (typeof gc === "function") gc({ type: "major", execution: "sync", flavor: "last-resort" });
-  trimNative();
-}
-
-/**
- * glibc malloc_trim(0) alone (no V8 collection, a few ms): returns what native code freed, such
- * as a Worker's start-up and the buffers of a large message to it. A no-op without glibc.
- */
-export function trimNative(): void {
   openLibc()?.malloc_trim(0n);
 }
