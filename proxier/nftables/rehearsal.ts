@@ -36,8 +36,8 @@ export interface RehearsalResult {
  * Plans and encodes pretend changes of up to {@link REHEARSED_PORTS} service
  * ports of `state` that `written` holds: every other one loses one endpoint,
  * the others are scaled to one (with one, each loses its only one), the last
- * one is also planned as deleted, and a copy of
- * the first on an address no Service has is planned as a new port. Pure
+ * one is also planned as deleted, and a copy of the first on an address no
+ * Service has is planned as a new port. Pure
  * towards the proxier: `written` is only read (each plan's delta is
  * dropped), and `client.rehearse` sends nothing. Needs a full sync's
  * written state; with nothing to rehearse it plans nothing.
@@ -75,11 +75,9 @@ function pretendChanges(
   picked.forEach((id, k) => {
     const eps = state.endpoints.get(id) ?? [];
     // Half lose one endpoint, half are scaled to one (a class move, its buckets deleted).
-    const fewer: readonly EndpointInfo[] = eps.length <= 1
-      ? []
-      : k % 2 === 0
-      ? eps.slice(1)
-      : eps.slice(-1);
+    const fewer: readonly EndpointInfo[] = k % 2 === 1 && eps.length > 1
+      ? eps.slice(-1)
+      : eps.slice(1);
     out.push(new Map([[id, buildServiceRules(state.services.get(id)!, fewer, ctx)]]));
   });
   if (picked.length > 0) {

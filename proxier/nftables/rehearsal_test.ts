@@ -44,8 +44,8 @@ Deno.test("rehearse: plans pretend changes and a deletion, and leaves the writte
 
   const r = rehearse(p.written, st, buildContext(st, CFG), fake, 0);
 
-  // Each of the four ports loses an endpoint; the last is also planned as deleted, and a copy of
-  // the first as a new port on 0.0.0.0.
+  // Two of the four ports lose an endpoint and two are scaled to one; the last is also planned as
+  // deleted, and a copy of the first as a new port on 0.0.0.0.
   assert.equal(r.plans, 6);
   assert.equal(r.ops, fake.rehearsed.reduce((n, tx) => n + tx.size, 0));
   assert.equal(r.encoded, fake.rehearsed.length);
