@@ -21,7 +21,7 @@ import { familyLabel, IP_FAMILIES, type IpFamily } from "../net/family.ts";
 import type { ProxyMetrics } from "./metrics.ts";
 import { ServiceTallies } from "./service_tallies.ts";
 import { ConntrackFollowUp } from "./conntrack_follow_up.ts";
-import { mallocTrim } from "../ffi/malloc_trim.ts";
+import { mallocTrim, settleMalloc } from "../ffi/malloc_trim.ts";
 import type { NftNotification } from "../ffi/nftables/netlink/notify.ts";
 import type { MonitorHandlers } from "../ffi/nftables/netlink/monitor.ts";
 import { touchedBy } from "../proxier/nftables/foreign.ts";
@@ -81,6 +81,8 @@ export interface EngineOptions {
    * trim (default: `mallocTrim`, a compacting collection and glibc's trim).
    */
   trimMemory?: () => void;
+  /** Run once both lists are in, before the first sync (default: `settleMalloc`). */
+  afterLists?: () => void;
   /**
    * Our table was already in the kernel at start-up (a restart). The first
    * sync then does not flush flows of services that merely look "newly
@@ -211,8 +213,11 @@ export class SyncEngine {
 
   /** An informer finished its initial list; nothing is programmed before both have. */
   markSynced(what: "services" | "endpointSlices"): void {
+    const was = this.ready;
     this.#synced.add(what);
-    if (this.ready) this.#runner.run();
+    if (!this.ready) return;
+    if (!was) (this.#o.afterLists ?? settleMalloc)();
+    this.#runner.run();
   }
 
   /** True once Services and EndpointSlices have both delivered their initial list. */
