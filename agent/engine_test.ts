@@ -70,6 +70,7 @@ function rig(
     log?: Logger;
     monitored?: boolean;
     fullCheckPeriodMs?: number;
+    afterLists?: () => void;
   } = {},
 ): Rig {
   const nft = new MemoryNftables("ip", "kube-proxy");
@@ -90,6 +91,7 @@ function rig(
     // Long enough that only the first sync and reconcileNow() run it.
     reconcilePeriodMs: opts.reconcile ? 3_600_000 : 0,
     adopted: opts.adopted,
+    afterLists: opts.afterLists ?? (() => {}),
   });
   return { engine, nft, ct, health, metrics };
 }
@@ -127,15 +129,20 @@ function dnsFlow(sport: number, replySrc: string) {
 }
 
 Deno.test("nothing is programmed before Services and EndpointSlices have synced", async () => {
-  const { engine, nft } = rig();
+  let settled = 0;
+  const { engine, nft } = rig({ afterLists: () => settled++ });
   engine.recordNode(node);
   engine.recordService(null, service("dns", "198.19.0.53"));
   engine.start();
   engine.markSynced("services");
   await new Promise((r) => setTimeout(r, 50));
   assert.equal(await nft.list(), null, "no table before both informers synced");
+  assert.equal(settled, 0, "the allocator is settled once both lists are in");
   engine.markSynced("endpointSlices");
+  assert.equal(settled, 1);
   await syncs(engine, 1);
+  engine.markSynced("services");
+  assert.equal(settled, 1, "and only once");
   assert.ok(await nft.list(), "table programmed");
   // No endpoints yet: the ClusterIP is rejected through the no-endpoint map.
   const els = await nft.listElements("map", "no-endpoint-services");
