@@ -1,7 +1,8 @@
 /**
  * glibc's allocator, kept from hoarding what the process frees. libnftables allocates hundreds
  * of MB for a big script, and the API lists' response buffers come and go by the thousand;
- * glibc keeps both in its arenas otherwise.
+ * glibc keeps both in its arenas otherwise. The start-up lists are the exception: there, reusing
+ * the buffers matters more than handing them back ({@link tuneMalloc}, {@link settleMalloc}).
  *
  * @module
  */
