@@ -325,7 +325,7 @@ async function main(): Promise<void> {
       emit(
         await bigDeployment({
           ...{ api, net, size, pid: a.pid, steps: bigSteps, rate: 20, index: N + 1_000_000 },
-          ...{ unchanged: [...sampled][0], maxOtherIndex, minSyncPeriod },
+          ...{ metrics, unchanged: [...sampled][0], maxOtherIndex, minSyncPeriod },
         }),
       );
     }

@@ -35,6 +35,7 @@ import { now } from "../../support/prober.ts";
 import { parseEndpointsMap } from "../../../proxier/nftables/names.ts";
 import { attribute, type Commit, type Write } from "./kernel_commits.ts";
 import { quantile, round, sleep, target } from "./measure.ts";
+import { samples, stalls } from "./loop_stalls.ts";
 
 /**
  * The big Service's ClusterIP: the last usable address of the ServiceCIDR, which clusterIP(i)
@@ -65,6 +66,8 @@ export interface BigDeploymentOptions {
   maxOtherIndex: number;
   /** The agent's pid (its process tree's CPU is read over the rolling update). */
   pid: number;
+  /** The agent's /metrics URL (its event-loop stalls are read over the rolling update). */
+  metrics: string;
   /** A Service never changed: it must still answer at the end. */
   unchanged: number;
   /** The agent's --min-sync-period as given, for the result line. */
@@ -387,9 +390,11 @@ export async function bigDeployment(o: BigDeploymentOptions): Promise<Record<str
       return { ...head, error: `the big Service never settled in the kernel: ${e}` };
     }
     const from = log.commits.length, cpu0 = treeStat(o.pid).cpuSeconds;
+    const m0 = await samples(o.metrics);
     const { writes, interval, lagMax } = await rollingUpdate(o, d, steps);
     const end = await windowEnd(log, from, writes, interval);
     const cpu = treeStat(o.pid).cpuSeconds - cpu0;
+    const loop = stalls(m0, await samples(o.metrics));
     const after = await traffic(o);
     const commits = log.commits.slice(from);
     const bucketsAtEnd = created.bucketsAfterCreate +
@@ -402,6 +407,9 @@ export async function bigDeployment(o: BigDeploymentOptions): Promise<Record<str
       // For reading the agent's log beside the series (its times are from the first write).
       startedAt: new Date(writes[0].t).toISOString(),
       scheduleLagMaxms: round(lagMax),
+      // Was the agent's own loop held up (a burst of slow writes with none here is not its)?
+      agentStallsOver50ms: loop.stallsOver50ms,
+      agentLongestStallUnderS: loop.longestStallUnderS,
       ...created,
       bucketsAtEnd,
       ...after,

@@ -18,6 +18,7 @@
 import { run } from "../../netns.ts";
 import { type BenchNet, treeStat } from "../../support/net.ts";
 import { now } from "../../support/prober.ts";
+import { samples, stalls } from "./loop_stalls.ts";
 
 /** What {@link idle} needs from the benchmark. */
 export interface IdleOptions {
@@ -34,47 +35,8 @@ export interface IdleOptions {
 const round = (x: number) => Math.round(x * 1000) / 1000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Sample values of the agent's metrics, by `name{labels}` as printed. */
-async function samples(url: string): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  const text = await (await fetch(url, { signal: AbortSignal.timeout(30_000) })).text();
-  for (const line of text.split("\n")) {
-    if (line.startsWith("#") || line === "") continue;
-    const sp = line.lastIndexOf(" ");
-    out.set(line.slice(0, sp), Number(line.slice(sp + 1)));
-  }
-  return out;
-}
-
-const STALL = "kube_nft_proxy_event_loop_stall_seconds";
 const FULL_COUNT = 'kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}';
 const REPAIRS = 'kube_nft_proxy_nftables_repairs_total{ip_family="IPv4"}';
-
-/** Stall histogram buckets (le -> cumulative count). */
-function buckets(m: Map<string, number>): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const [k, v] of m) {
-    const b = new RegExp(`^${STALL}_bucket\\{le="([^"]+)"\\}$`).exec(k);
-    if (b) out.set(b[1], v);
-  }
-  return out;
-}
-
-/** Ticks over 50 ms late between two scrapes, and the smallest bound all ticks stayed under. */
-function stalls(before: Map<string, number>, after: Map<string, number>) {
-  const b0 = buckets(before), b1 = buckets(after);
-  const d = (le: string) => (b1.get(le) ?? 0) - (b0.get(le) ?? 0);
-  const total = d("+Inf");
-  const over50 = total - d("0.05");
-  let under = "+Inf";
-  for (const le of [...b1.keys()].filter((k) => k !== "+Inf").sort((a, b) => +a - +b)) {
-    if (d(le) === total) {
-      under = le;
-      break;
-    }
-  }
-  return { ticks: total, stallsOver50ms: over50, longestStallUnderS: under };
-}
 
 function loadavg(): string {
   return Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
