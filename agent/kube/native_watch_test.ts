@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { ApiFetch } from "./api_fetch.ts";
 import { kubeConfigFromString } from "./kubeconfig.ts";
 import { NativeWatch } from "./native_watch.ts";
+import { kubeconfigFor } from "../../tests/fakeapi/resources.ts";
 
 /** Serves one watch body written as the given byte chunks, then ends it. */
 function serveChunks(chunks: Uint8Array[]): { url: string; close: () => Promise<void> } {
@@ -21,20 +22,7 @@ function serveChunks(chunks: Uint8Array[]): { url: string; close: () => Promise<
 }
 
 function connect(url: string): ApiFetch {
-  return new ApiFetch(
-    kubeConfigFromString([
-      "clusters:",
-      "- name: c",
-      `  cluster: {server: '${url}'}`,
-      "users:",
-      "- name: u",
-      "  user: {token: t}",
-      "contexts:",
-      "- name: c",
-      "  context: {cluster: c, user: u}",
-      "current-context: c",
-    ].join("\n")).creds,
-  );
+  return new ApiFetch(kubeConfigFromString(kubeconfigFor(url)).creds);
 }
 
 Deno.test("watch events split across reads, even inside a UTF-8 character, arrive whole", async () => {

@@ -37,10 +37,10 @@ export interface RehearsalResult {
  * ports of `state` that `written` holds: every other one loses one endpoint,
  * the others are scaled to one (with one, each loses its only one), the last
  * one is also planned as deleted, and a copy of the first on an address no
- * Service has is planned as a new port. Pure
- * towards the proxier: `written` is only read (each plan's delta is
- * dropped), and `client.rehearse` sends nothing. Needs a full sync's
- * written state; with nothing to rehearse it plans nothing.
+ * Service has is planned as a new port. Pure towards the proxier: `written`
+ * is only read (each plan's delta is dropped), and `client.rehearse` sends
+ * nothing. Needs a full sync's written state; with nothing to rehearse it
+ * plans nothing.
  */
 export function rehearse(
   written: WrittenState,

@@ -7,9 +7,9 @@
  */
 
 /** Sample values of the agent's metrics, by `name{labels}` as printed. */
-export async function samples(url: string): Promise<Map<string, number>> {
+export async function samples(url: string, timeoutMs = 30_000): Promise<Map<string, number>> {
   const out = new Map<string, number>();
-  const text = await (await fetch(url, { signal: AbortSignal.timeout(30_000) })).text();
+  const text = await (await fetch(url, { signal: AbortSignal.timeout(timeoutMs) })).text();
   for (const line of text.split("\n")) {
     if (line.startsWith("#") || line === "") continue;
     const sp = line.lastIndexOf(" ");

@@ -5,6 +5,7 @@
  * @module
  */
 import { clusterIP, SERVICE_PORT } from "../../support/cluster.ts";
+import { samples } from "./loop_stalls.ts";
 
 /** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number): Promise<unknown> => new Promise((r) => setTimeout(r, ms));
@@ -25,12 +26,14 @@ export const round = (x: number): number => Math.round(x * 10) / 10;
 /** Reads a few gauges from the agent's /metrics; one that is missing, or no answer, is left out. */
 export async function scrape(url: string, names: string[]): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
-  try {
-    const text = await (await fetch(url, { signal: AbortSignal.timeout(2000) })).text();
-    for (const n of names) {
-      const m = text.match(new RegExp(`^${n}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, "m"));
-      if (m) out[n] = Number(m[1]);
+  const all = await samples(url, 2000).catch(() => new Map<string, number>());
+  for (const n of names) {
+    for (const [k, v] of all) {
+      if (k === n || k.startsWith(`${n}{`)) {
+        out[n] = v;
+        break;
+      }
     }
-  } catch { /* not answering: leave out */ }
+  }
   return out;
 }
