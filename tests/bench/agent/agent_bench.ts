@@ -160,6 +160,10 @@ async function coldStart(
     echo: (l) => logFile?.writeSync(enc.encode(`[${l.stream}] ${l.text}\n`)),
   });
   started(agent);
+  // Beside the agent's own lines, the bench's clock: the cold start's phases read off one log.
+  const mark = (what: string, t: number) =>
+    logFile?.writeSync(enc.encode(`[bench] ${what} ${new Date(t).toISOString()}\n`));
+  mark("agent spawned", t0);
   void agent.status.finally(() => logFile?.close());
   let cold: Record<string, unknown>;
   try {
@@ -173,6 +177,7 @@ async function coldStart(
     throw new Error(`${(e as Error).message}\n${agent.tail()}`);
   }
   const coldStat = treeStat(agent.pid);
+  mark("every sampled ClusterIP answered", cold.t as number);
   emit({
     bench: "agent-cold",
     ...size,
