@@ -176,7 +176,7 @@ async function runJob(job: Job): Promise<{ lines: Line[]; error?: string; second
       denoBin,
       "run",
       "-A",
-      "--v8-flags=--max-old-space-size=4096",
+      "--v8-flags=--max-old-space-size=4096,--expose-gc,--no-memory-reducer",
       job.script,
       ...job.args,
     ]);
