@@ -50,7 +50,7 @@ import { BenchNet, treeStat } from "../../support/net.ts";
 import { idle } from "./idle.ts";
 import { churn } from "./churn.ts";
 import { bigDeployment } from "./big_deployment.ts";
-import { quantile, round, scrape, sleep, target } from "./measure.ts";
+import { collectOwnGarbage, quantile, round, scrape, sleep, target } from "./measure.ts";
 import { lines } from "../../support/lines.ts";
 import { now } from "../../support/prober.ts";
 
@@ -218,17 +218,6 @@ async function steadyReading(pid: number, metrics: string, size: Size): Promise<
   });
 }
 
-/**
- * A major collection of this process (the fake API server holds the whole cluster: at 60k a
- * collection takes ~0.5 s of its main thread and both CPUs' helper threads), done now so that
- * one does not land on the timed changes that follow and slow the agent, the kernel and the
- * prober with it. Needs --expose-gc (tests/bench/main.ts passes it); a no-op without.
- */
-async function collectOwnGarbage(): Promise<void> {
-  (globalThis as { gc?: () => void }).gc?.();
-  await sleep(1000); // concurrent sweeping finishes
-}
-
 /** The p50, max and every latency of one kind of change, as a result line. */
 function latencyLine(bench: string, size: Size, lat: number[]): Record<string, unknown> {
   return {
@@ -253,6 +242,7 @@ async function singleChanges(
   nextIP: () => string,
   size: Size,
 ): Promise<void> {
+  await collectOwnGarbage();
   const epLat: number[] = [];
   for (let k = 0; k < 10; k++) {
     const i = tracked[k];
@@ -322,7 +312,6 @@ async function main(): Promise<void> {
     // --- steady: a few full syncs (--sync-period) and the GC settle
     await sleep(settleSeconds * 1000);
     await steadyReading(a.pid, metrics, size);
-    await collectOwnGarbage();
     await singleChanges(api, net, eps, tracked, nextIP, size);
 
     // --- idle, then one foreign flush
@@ -339,7 +328,6 @@ async function main(): Promise<void> {
     // Its index and ClusterIP lie outside every other phase's (churn creates from N + 5 up).
     const maxOtherIndex = N + 5 + Math.ceil(churnSeconds * churnRate * 0.05);
     if (bigSteps > 0) {
-      await collectOwnGarbage();
       emit(
         await bigDeployment({
           ...{ api, net, size, pid: a.pid, steps: bigSteps, rate: 20, index: N + 1_000_000 },

@@ -34,7 +34,7 @@ import { lines } from "../../support/lines.ts";
 import { now } from "../../support/prober.ts";
 import { parseEndpointsMap } from "../../../proxier/nftables/names.ts";
 import { attribute, type Commit, type Write } from "./kernel_commits.ts";
-import { quantile, round, sleep, target } from "./measure.ts";
+import { collectOwnGarbage, quantile, round, sleep, target } from "./measure.ts";
 import { samples, stalls } from "./loop_stalls.ts";
 
 /**
@@ -389,6 +389,7 @@ export async function bigDeployment(o: BigDeploymentOptions): Promise<Record<str
     } catch (e) {
       return { ...head, error: `the big Service never settled in the kernel: ${e}` };
     }
+    await collectOwnGarbage();
     const from = log.commits.length, cpu0 = treeStat(o.pid).cpuSeconds;
     const m0 = await samples(o.metrics);
     const { writes, interval, lagMax } = await rollingUpdate(o, d, steps);
