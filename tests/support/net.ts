@@ -93,9 +93,9 @@ export class BenchNet {
       await ip("link", "set", "lo", "up");
       await ip("addr", "add", "198.18.0.1/32", "dev", "lo");
       await run(["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
-      // The prober's refused SYNs draw an ICMP unreachable each, thousands a second before the
-      // rules exist: unthrottled (per namespace), so none hangs until its timeout and the cold
-      // start is read when traffic starts, not up to one attempt timeout later.
+      // Before the rules exist, each of the prober's SYNs (hundreds a second, all from one
+      // client) draws an ICMP unreachable; by default the kernel sends that host about one a
+      // second. Unthrottled (this namespace only), none hangs until the prober gives it up.
       await run(["sysctl", "-qw", "net.ipv4.icmp_ratelimit=0"]);
       await run(["sysctl", "-qw", "net.ipv4.icmp_msgs_per_sec=1000000"]);
       await run(["sysctl", "-qw", "net.ipv4.icmp_msgs_burst=1000000"]);
