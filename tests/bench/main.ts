@@ -176,7 +176,10 @@ async function runJob(job: Job): Promise<{ lines: Line[]; error?: string; second
       denoBin,
       "run",
       "-A",
-      "--v8-flags=--max-old-space-size=4096,--expose-gc,--no-memory-reducer",
+      // The job holds the fake API server's whole cluster: no collection of its heap may stop
+      // it for long while it times the agent (collectOwnGarbage in agent/measure.ts; at 60k a
+      // compacting one held the big Deployment's writes ~0.3 s, docs/benchmarks.md ninth round).
+      "--v8-flags=--max-old-space-size=4096,--expose-gc,--no-memory-reducer,--no-compact",
       job.script,
       ...job.args,
     ]);
