@@ -34,8 +34,8 @@ import { lines } from "../../support/lines.ts";
 import { now } from "../../support/prober.ts";
 import { parseEndpointsMap } from "../../../proxier/nftables/names.ts";
 import { attribute, type Commit, type Write } from "./kernel_commits.ts";
-import { collectOwnGarbage, quantile, round, sleep, target } from "./measure.ts";
-import { samples, stalls } from "./loop_stalls.ts";
+import { collectOwnGarbage, quantile, round, samples, sleep, target } from "./measure.ts";
+import { stalls } from "./loop_stalls.ts";
 
 /**
  * The big Service's ClusterIP: the last usable address of the ServiceCIDR, which clusterIP(i)

@@ -18,7 +18,8 @@
 import { run } from "../../netns.ts";
 import { type BenchNet, treeStat } from "../../support/net.ts";
 import { now } from "../../support/prober.ts";
-import { samples, stalls } from "./loop_stalls.ts";
+import { stalls } from "./loop_stalls.ts";
+import { samples, sleep } from "./measure.ts";
 
 /** What {@link idle} needs from the benchmark. */
 export interface IdleOptions {
@@ -33,7 +34,6 @@ export interface IdleOptions {
 }
 
 const round = (x: number) => Math.round(x * 1000) / 1000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const FULL_COUNT = 'kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}';
 const REPAIRS = 'kube_nft_proxy_nftables_repairs_total{ip_family="IPv4"}';

@@ -1,30 +1,19 @@
 /**
- * The agent's metrics as samples, and its event-loop stalls between two scrapes (the stall probe's
- * histogram, agent/loop_stall.ts). The idle phase reports them over its rest, the big Deployment
+ * The agent's event-loop stalls between two scrapes of its metrics (the stall probe's histogram,
+ * agent/loop_stall.ts). The idle phase reports them over its rest, the big Deployment
  * over its rolling update: whether the agent's own loop was held up while a change waited.
  *
  * @module
  */
 
-/** Sample values of the agent's metrics, by `name{labels}` as printed. */
-export async function samples(url: string, timeoutMs = 30_000): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  const text = await (await fetch(url, { signal: AbortSignal.timeout(timeoutMs) })).text();
-  for (const line of text.split("\n")) {
-    if (line.startsWith("#") || line === "") continue;
-    const sp = line.lastIndexOf(" ");
-    out.set(line.slice(0, sp), Number(line.slice(sp + 1)));
-  }
-  return out;
-}
-
-const STALL = "kube_nft_proxy_event_loop_stall_seconds";
+/** A bucket of the stall histogram, as `samples` keys it; its bound captured. */
+const BUCKET = /^kube_nft_proxy_event_loop_stall_seconds_bucket\{le="([^"]+)"\}$/;
 
 /** Stall histogram buckets (le -> cumulative count). */
 function buckets(m: Map<string, number>): Map<string, number> {
   const out = new Map<string, number>();
   for (const [k, v] of m) {
-    const b = new RegExp(`^${STALL}_bucket\\{le="([^"]+)"\\}$`).exec(k);
+    const b = BUCKET.exec(k);
     if (b) out.set(b[1], v);
   }
   return out;

@@ -5,7 +5,6 @@
  * @module
  */
 import { clusterIP, SERVICE_PORT } from "../../support/cluster.ts";
-import { samples } from "./loop_stalls.ts";
 
 /** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number): Promise<unknown> => new Promise((r) => setTimeout(r, ms));
@@ -22,6 +21,18 @@ export function quantile(xs: number[], q: number): number {
 
 /** `x` to one decimal. */
 export const round = (x: number): number => Math.round(x * 10) / 10;
+
+/** Sample values of the agent's metrics, by `name{labels}` as printed. */
+export async function samples(url: string, timeoutMs = 30_000): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  const text = await (await fetch(url, { signal: AbortSignal.timeout(timeoutMs) })).text();
+  for (const line of text.split("\n")) {
+    if (line.startsWith("#") || line === "") continue;
+    const sp = line.lastIndexOf(" ");
+    out.set(line.slice(0, sp), Number(line.slice(sp + 1)));
+  }
+  return out;
+}
 
 /** Reads a few gauges from the agent's /metrics; one that is missing, or no answer, is left out. */
 export async function scrape(url: string, names: string[]): Promise<Record<string, number>> {
