@@ -40,7 +40,8 @@
  * `ip daddr . meta l4proto . th dport vmap @m` come back unchanged; a
  * trailing `comment "..."` is split off into `Rule.comment`. Element order is
  * the kernel's (hash order), not insertion order. Element timeouts, expiry
- * and counters are not modelled and are dropped.
+ * and counters are not modelled and are dropped. A listing torn by a hash
+ * set's resize is read again (torn_listing.ts).
  *
  * @module
  */
@@ -70,6 +71,7 @@ import {
 } from "./types.ts";
 import { NftContext, type NftLib, OutputFlag, type RunResult } from "./libnftables.ts";
 import { parseChainNames, parseTableListing } from "./list_parser.ts";
+import { readWholeListing } from "./torn_listing.ts";
 import { RawElementWriter } from "./netlink/writer.ts";
 import type { QuietWrites } from "./netlink/generation.ts";
 import { deleteTableOverNetlink, libnftablesHazard } from "./netlink/set_dump.ts";
@@ -377,8 +379,10 @@ class LibNftablesClient implements NftablesClient {
   }
 
   async list(): Promise<TableState | null> {
-    const text = await this.#listing(`list table ${this.family} ${this.table}`);
-    return text === null ? null : parseTableListing(text, this.family, this.table);
+    return await readWholeListing(
+      () => this.#listing(`list table ${this.family} ${this.table}`),
+      (text) => parseTableListing(text, this.family, this.table),
+    );
   }
 
   async listChains(): Promise<string[]> {
@@ -392,8 +396,10 @@ class LibNftablesClient implements NftablesClient {
       throw new TypeError(`listElements: kind must be "set" or "map", not "${kind}"`);
     }
     if (!IDENTIFIER.test(name)) throw new TypeError(`invalid ${kind} name "${name}"`);
-    const text = await this.#listing(`list ${kind} ${this.family} ${this.table} ${name}`);
-    const state = text === null ? null : parseTableListing(text, this.family, this.table);
+    const state = await readWholeListing(
+      () => this.#listing(`list ${kind} ${this.family} ${this.table} ${name}`),
+      (text) => parseTableListing(text, this.family, this.table),
+    );
     const entry = kind === "set" ? state?.sets.get(name) : state?.maps.get(name);
     if (entry === undefined) {
       throw new NftablesError(

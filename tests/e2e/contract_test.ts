@@ -3,7 +3,8 @@
  * tests/contract/real_contract_test.ts inside a fresh network namespace with
  * KNP_IN_TEST_NETNS=1, so the same cases that MemoryNftables passes
  * (ffi/nftables/memory/contract_test.ts) are checked against the kernel, and the raw
- * netlink element path against libnftables (tests/contract/raw_elements_test.ts).
+ * netlink element path against libnftables (tests/contract/raw_elements_test.ts), and
+ * listings against hash set resizes (tests/contract/torn_listing_test.ts).
  *
  * @module
  */
@@ -22,6 +23,7 @@ e2eTest("nftables contract suite passes against the kernel", async () => {
         "-A",
         `${repoRoot}/tests/contract/real_contract_test.ts`,
         `${repoRoot}/tests/contract/raw_elements_test.ts`,
+        `${repoRoot}/tests/contract/torn_listing_test.ts`,
       ],
       { check: false },
     );
