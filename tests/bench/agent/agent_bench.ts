@@ -50,6 +50,7 @@ import { BenchNet, treeStat } from "../../support/net.ts";
 import { idle } from "./idle.ts";
 import { churn } from "./churn.ts";
 import { bigDeployment } from "./big_deployment.ts";
+import { CommitLog } from "./commit_log.ts";
 import { collectOwnGarbage, quantile, round, scrape, sleep, target } from "./measure.ts";
 import { lines } from "../../support/lines.ts";
 import { now } from "../../support/prober.ts";
@@ -218,21 +219,37 @@ async function steadyReading(pid: number, metrics: string, size: Size): Promise<
   });
 }
 
+/** Latencies of one kind of change: write to traffic, and write to the kernel's commit. */
+interface Timed {
+  traffic: number[];
+  commit: number[];
+}
+
 /** The p50, max and every latency of one kind of change, as a result line. */
-function latencyLine(bench: string, size: Size, lat: number[]): Record<string, unknown> {
+function latencyLine(bench: string, size: Size, lat: Timed): Record<string, unknown> {
   return {
     bench,
     ...size,
-    p50ms: round(quantile(lat, 0.5)),
-    maxms: round(Math.max(...lat)),
-    n: lat.length,
-    allms: lat.map(round),
+    p50ms: round(quantile(lat.traffic, 0.5)),
+    maxms: round(Math.max(...lat.traffic)),
+    n: lat.traffic.length,
+    allms: lat.traffic.map(round),
+    ...(lat.commit.length > 0
+      ? {
+        commitP50ms: round(quantile(lat.commit, 0.5)),
+        commitMaxms: round(Math.max(...lat.commit)),
+        commitAllms: lat.commit.map(round),
+      }
+      : {}),
   };
 }
 
 /**
  * Ten endpoint changes, then five new Services, each alone (spaced past --min-sync-period),
- * timed from the API write until traffic reaches the new endpoint.
+ * timed from the API write until traffic reaches the new endpoint. With
+ * KNP_BENCH_COMMIT_CLOCK=1 a commit stamper also times each write to the kernel's commit of it,
+ * splitting the latency into API and agent, and kernel and probe (a diagnosis: the stamper is one
+ * more process waking at every commit).
  */
 async function singleChanges(
   api: FakeApiServer,
@@ -242,29 +259,37 @@ async function singleChanges(
   nextIP: () => string,
   size: Size,
 ): Promise<void> {
+  const commits = Deno.env.get("KNP_BENCH_COMMIT_CLOCK") === "1" ? await CommitLog.open() : null;
   await collectOwnGarbage();
-  const epLat: number[] = [];
+  const timed = async (write: () => void, i: number, ip: string, into: Timed) => {
+    await sleep(1200);
+    const from = commits?.commits.length ?? 0, t = now();
+    write();
+    into.traffic.push(await net.prober.latency(target(i), ip, t));
+    const c = await commits?.waitFor(from, (c) => c.t >= t && c.elements > 0, 5000);
+    if (c !== undefined) into.commit.push(c.t - t);
+  };
+  const ep: Timed = { traffic: [], commit: [] }, svc: Timed = { traffic: [], commit: [] };
   for (let k = 0; k < 10; k++) {
-    const i = tracked[k];
-    const ip = nextIP();
+    const i = tracked[k], ip = nextIP();
     eps[i] = [{ ip }];
-    await sleep(1200);
-    const t = now();
-    api.apply(slice(i, eps[i]));
-    epLat.push(await net.prober.latency(target(i), ip, t));
+    await timed(() => api.apply(slice(i, eps[i])), i, ip, ep);
   }
-  emit(latencyLine("agent-endpoint-change", size, epLat));
-  const svcLat: number[] = [];
+  emit(latencyLine("agent-endpoint-change", size, ep));
   for (let k = 0; k < 5; k++) {
-    const i = size.services + k;
-    const ip = nextIP();
-    await sleep(1200);
-    const t = now();
-    api.apply(service(i));
-    api.apply(slice(i, [{ ip }]));
-    svcLat.push(await net.prober.latency(target(i), ip, t));
+    const i = size.services + k, ip = nextIP();
+    await timed(
+      () => {
+        api.apply(service(i));
+        api.apply(slice(i, [{ ip }]));
+      },
+      i,
+      ip,
+      svc,
+    );
   }
-  emit(latencyLine("agent-new-service", size, svcLat));
+  emit(latencyLine("agent-new-service", size, svc));
+  await commits?.stop();
 }
 
 /** The agent's flags: the e2e base flags for this node, then KNP_BENCH_AGENT_ARGS. */

@@ -30,12 +30,12 @@ import {
   sliceNamed,
 } from "../../support/cluster.ts";
 import { type BenchNet, treeStat } from "../../support/net.ts";
-import { lines } from "../../support/lines.ts";
 import { now } from "../../support/prober.ts";
 import { parseEndpointsMap } from "../../../proxier/nftables/names.ts";
 import { attribute, type Commit, type Write } from "./kernel_commits.ts";
 import { collectOwnGarbage, quantile, round, samples, sleep, target } from "./measure.ts";
 import { stalls } from "./loop_stalls.ts";
+import { CommitLog } from "./commit_log.ts";
 
 /**
  * The big Service's ClusterIP: the last usable address of the ServiceCIDR, which clusterIP(i)
@@ -72,73 +72,6 @@ export interface BigDeploymentOptions {
   unchanged: number;
   /** The agent's --min-sync-period as given, for the result line. */
   minSyncPeriod: string;
-}
-
-/** The commits as they arrive, from the stamper process (commit_stamper.ts). */
-class CommitLog {
-  readonly commits: Commit[] = [];
-  overruns = 0;
-  readonly #child: Deno.ChildProcess;
-  readonly #stdin: WritableStreamDefaultWriter<Uint8Array>;
-  readonly #reading: Promise<void>;
-
-  private constructor(ready: () => void) {
-    const script = new URL("./commit_stamper.ts", import.meta.url).pathname;
-    this.#child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--no-config", script],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    this.#stdin = this.#child.stdin.getWriter();
-    this.#reading = this.#read(ready);
-  }
-
-  /** Starts the stamper and waits until it is subscribed. */
-  static async open(): Promise<CommitLog> {
-    let ready!: () => void;
-    const subscribed = new Promise<void>((r) => ready = r);
-    const log = new CommitLog(ready);
-    const failed = log.#reading.then(() => {
-      throw new Error("the commit stamper exited before it subscribed");
-    });
-    await Promise.race([subscribed, failed]);
-    return log;
-  }
-
-  async #read(ready: () => void): Promise<void> {
-    for await (const text of lines(this.#child.stdout)) {
-      const line = JSON.parse(text);
-      if (line.ready) ready();
-      else if (line.overrun) this.overruns++;
-      else this.commits.push(line as Commit);
-    }
-  }
-
-  /** Waits for a commit from index `from` on that `pred` accepts; resolves with it. */
-  async waitFor(from: number, pred: (c: Commit) => boolean, timeoutMs: number): Promise<Commit> {
-    const deadline = now() + timeoutMs;
-    for (let k = from;; await sleep(5)) {
-      for (; k < this.commits.length; k++) if (pred(this.commits[k])) return this.commits[k];
-      if (now() > deadline) throw new Error(`no such commit within ${timeoutMs} ms`);
-    }
-  }
-
-  /** Waits until no commit has arrived for `quietMs` (at most `timeoutMs`). */
-  async quiet(quietMs: number, timeoutMs: number): Promise<void> {
-    const deadline = now() + timeoutMs;
-    while (now() < deadline) {
-      const last = this.commits.at(-1)?.t ?? 0;
-      if (now() - last >= quietMs) return;
-      await sleep(Math.max(5, quietMs - (now() - last)));
-    }
-  }
-
-  async stop(): Promise<void> {
-    await this.#stdin.close().catch(() => {});
-    await this.#reading.catch(() => {});
-    await this.#child.status;
-  }
 }
 
 /** Whether a commit moved a frontend into (`new`) or out of (`del`) the class set of `n`. */
