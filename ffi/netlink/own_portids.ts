@@ -110,6 +110,7 @@ export class OwnNetlinkSockets {
   /** Watched descriptor -> its port id as last read (0: not bound yet). */
   #fds = new Map<number, number>();
   #scans = 0;
+  readonly #listeners = new Set<(portids: Set<number>) => void>();
 
   /** Sockets found through `prober`. */
   constructor(private readonly prober: FdProber) {}
@@ -137,7 +138,19 @@ export class OwnNetlinkSockets {
       if (typeof p === "number") found.set(fd, p);
     }
     this.#fds = found;
-    return portidsOf(found);
+    const ids = portidsOf(found);
+    for (const listener of this.#listeners) listener(new Set(ids));
+    return ids;
+  }
+
+  /**
+   * Calls `listener` with the port ids every full scan finds (the clients scan as they open
+   * sockets), so a reader can act before the new socket's first notification; returns the
+   * unsubscribe.
+   */
+  subscribe(listener: (portids: Set<number>) => void): () => void {
+    this.#listeners.add(listener);
+    return () => void this.#listeners.delete(listener);
   }
 
   /**

@@ -58,3 +58,17 @@ Deno.test("OwnNetlinkSockets.around: the unbound sockets `create` opened, none o
   assert.deepEqual(fresh, [1500]);
   assert.deepEqual([...own.watched.keys()], [3, 4, 1500, 1501]);
 });
+
+Deno.test("OwnNetlinkSockets.subscribe: every full scan's port ids, until unsubscribed", () => {
+  const fds = new Map<number, FdProbe>([[3, 100]]);
+  const own = new OwnNetlinkSockets(table(fds, 64));
+  const seen: number[][] = [];
+  const off = own.subscribe((ids) => seen.push([...ids].sort()));
+  own.rescan();
+  fds.set(40, 200);
+  own.rescan();
+  own.portids(); // a re-read is not a scan
+  off();
+  own.rescan();
+  assert.deepEqual(seen, [[100], [100, 200]]);
+});

@@ -4,7 +4,8 @@
  * KNP_IN_TEST_NETNS=1, so the same cases that MemoryNftables passes
  * (ffi/nftables/memory/contract_test.ts) are checked against the kernel, and the raw
  * netlink element path against libnftables (tests/contract/raw_elements_test.ts), and
- * listings against hash set resizes (tests/contract/torn_listing_test.ts).
+ * listings against hash set resizes (tests/contract/torn_listing_test.ts), and the
+ * monitor's filter of our own batches (tests/contract/monitor_filter_test.ts).
  *
  * @module
  */
@@ -24,6 +25,7 @@ e2eTest("nftables contract suite passes against the kernel", async () => {
         `${repoRoot}/tests/contract/real_contract_test.ts`,
         `${repoRoot}/tests/contract/raw_elements_test.ts`,
         `${repoRoot}/tests/contract/torn_listing_test.ts`,
+        `${repoRoot}/tests/contract/monitor_filter_test.ts`,
       ],
       { check: false },
     );

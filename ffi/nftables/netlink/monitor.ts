@@ -90,7 +90,9 @@ export class NftablesMonitor {
   readonly #nl: Deno.PointerObject;
   readonly #fd: number;
   readonly #own: OwnSockets;
+  readonly #unfollow: () => void;
   #running: Promise<void> | undefined;
+  #ownReceived = 0;
   #stopped = false;
   #closed = false;
   #handlers: MonitorHandlers | undefined;
@@ -120,6 +122,9 @@ export class NftablesMonitor {
       throw new Error(`nftables notifications: joining the group: ${why}`);
     }
     this.#filter();
+    // A socket we open later (the raw writer's, at its first batch, often inside a quiet window)
+    // is filtered from its next batch on, not only once one of its notifications got through.
+    this.#unfollow = this.#own.follow(() => this.#closed || this.#filter());
   }
 
   /** Joins or leaves NFNLGRP_NFTABLES; false when setsockopt failed. */
@@ -132,6 +137,11 @@ export class NftablesMonitor {
   /** Port ids of our own sockets, as last read. */
   get ownPortids(): ReadonlySet<number> {
     return this.#own.ids;
+  }
+
+  /** Notifications of our own batches that got past the socket filter (each woke the loop). */
+  get ownReceived(): number {
+    return this.#ownReceived;
   }
 
   /** (Re)installs the socket filter that drops our own notifications. */
@@ -195,6 +205,7 @@ export class NftablesMonitor {
     if (overrun) h.onOverrun();
     if (msgs.length === 0) return;
     const { foreign, changed } = this.#own.foreign(msgs);
+    this.#ownReceived += msgs.length - foreign.length;
     if (changed) this.#filter();
     if (foreign.length > 0) h.onForeign(foreign);
   }
@@ -202,6 +213,7 @@ export class NftablesMonitor {
   #close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#unfollow();
     libmnl().mnl_socket_close(this.#nl);
   }
 

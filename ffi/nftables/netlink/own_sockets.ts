@@ -26,6 +26,8 @@ export interface PortidSource {
   portids(): Set<number>;
   /** Every socket's port id, from a full scan (costly). */
   rescan(): Set<number>;
+  /** Calls `listener` with what each full scan finds, whoever asked for it; returns the unsubscribe. */
+  subscribe?(listener: (portids: Set<number>) => void): () => void;
 }
 
 /** Settings of {@link OwnSockets}. */
@@ -81,6 +83,20 @@ export class OwnSockets {
   /** Our sockets' port ids as last read. */
   get ids(): ReadonlySet<number> {
     return this.#ids;
+  }
+
+  /**
+   * Takes in the port ids of every full scan of the source, whoever runs it (a client right
+   * after opening a socket), calling `onChange` when they differ from ours: the monitor then
+   * filters a new socket's notifications before its first batch. Returns the unsubscribe.
+   */
+  follow(onChange: () => void): () => void {
+    return this.#source?.subscribe?.((found) => {
+      const next = this.#with(found);
+      if (next.size === this.#ids.size && [...next].every((p) => this.#ids.has(p))) return;
+      this.#ids = next;
+      onChange();
+    }) ?? (() => {});
   }
 
   /** The notifications another program caused, and whether our set of port ids changed. */

@@ -157,3 +157,40 @@ Deno.test("OwnSockets: after a slow scan (a huge fd table) the next waits 50 tim
   own.foreign([rule(102)]);
   assert.equal(s.scans, 3, "5 s after: one");
 });
+
+Deno.test("OwnSockets.follow: a scan someone else runs adds its sockets before any notification", () => {
+  const listeners = new Set<(ids: Set<number>) => void>();
+  const s = {
+    ...source([10]),
+    scanned(ids: number[]) {
+      for (const l of listeners) l(new Set(ids));
+    },
+    subscribe(l: (ids: Set<number>) => void) {
+      listeners.add(l);
+      return () => void listeners.delete(l);
+    },
+  };
+  const own = new OwnSockets(s, { isOurTask: () => false });
+  let changes = 0;
+  const unfollow = own.follow(() => changes++);
+  s.scanned([10, 11]); // a client opened a socket and scanned
+  assert.equal(changes, 1);
+  assert.deepEqual([...own.ids].sort(), [10, 11]);
+  // Its batch is ours at once, with no re-read or scan.
+  const { reads, scans } = s;
+  assert.deepEqual(own.foreign([rule(11)]), { foreign: [], changed: false });
+  assert.deepEqual([s.reads, s.scans], [reads, scans]);
+  s.scanned([10, 11]); // nothing new: no change reported
+  assert.equal(changes, 1);
+  unfollow();
+  s.scanned([10, 11, 12]);
+  assert.equal(changes, 1);
+  assert.equal(own.ids.has(12), false);
+});
+
+Deno.test("OwnSockets.follow: a source that cannot be followed is a no-op", () => {
+  const own = new OwnSockets(source([10]), { isOurTask: () => false });
+  let changes = 0;
+  own.follow(() => changes++)();
+  assert.equal(changes, 0);
+});
