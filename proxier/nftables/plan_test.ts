@@ -130,3 +130,20 @@ Deno.test("written state: a draft reads through, writes aside, and commits as on
   assert.deepEqual([...w.clusterIPs], [["198.19.0.2", 1]]);
   assert.equal(w.gen, 3);
 });
+
+Deno.test("written state: a draft differs from its base only by values unlike the base's", () => {
+  const w = new WrittenState();
+  w.classes.set("dnat-tcp-3", 2);
+  const d = new Draft(w);
+  assert.equal(d.differs("classes"), false);
+  // A frontend leaving a class and one joining it (an endpoint swapped in place): no difference.
+  d.bump("classes", "dnat-tcp-3", -1);
+  d.bump("classes", "dnat-tcp-3", 1);
+  assert.equal(d.differs("classes"), false);
+  d.bump("classes", "dnat-tcp-4", 1);
+  assert.equal(d.differs("classes"), true);
+  d.bump("classes", "dnat-tcp-4", -1); // back to absent
+  assert.equal(d.differs("classes"), false);
+  d.bump("classes", "dnat-tcp-3", -2); // removed
+  assert.equal(d.differs("classes"), true);
+});

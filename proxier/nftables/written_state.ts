@@ -196,6 +196,15 @@ export class Draft {
     return Math.max(0, v);
   }
 
+  /** Whether the draft holds a value of `field` unlike the base's (one set back to it is not). */
+  differs(field: Field): boolean {
+    const base = this.base[field] as Map<string, unknown>;
+    for (const [k, v] of this.#delta[field] as Map<string, unknown>) {
+      if ((v === null ? undefined : v) !== base.get(k)) return true;
+    }
+    return false;
+  }
+
   /** Every key of `field` the draft sees (base keys plus its own, minus removals). */
   *keys(field: Field): Iterable<string> {
     const pending = this.#delta[field] as Map<string, unknown>;

@@ -90,8 +90,12 @@ export function planPartial(written: WrittenState, input: PartialInput): Plan {
     if (was && !is) tb.tail.del(hairpinElement(ip));
     if (!was && is) tb.tail.add(hairpinElement(ip));
   }
-  readyNeighbours(d, gen);
-  settleClasses(d, ctx, gen, now, tb);
+  // No class gained or lost a user (an endpoint swapped in place, a port's other details): every
+  // class is as the last sync settled it, and looking at each would cost every change O(classes).
+  if (d.differs("classes")) {
+    readyNeighbours(d, gen);
+    settleClasses(d, ctx, gen, now, tb);
+  }
   return builtPlan(tb.finish(true), d.delta);
 }
 
