@@ -8,8 +8,8 @@
 import { sameKeys, sameStrings } from "../../../net/arrays.ts";
 import type { Element, Set as NftSet, Transaction } from "../../../ffi/nftables/types.ts";
 import type { BuildContext } from "../context.ts";
+import { cachedNeighbours, type ClassSpec, classSpec } from "./class_specs.ts";
 import {
-  classNeighbours,
   classSetName,
   FIXED,
   isReservedClass,
@@ -17,13 +17,7 @@ import {
   reservedClasses,
 } from "../names.ts";
 import type { ServiceRules } from "../service_rules.ts";
-import {
-  type ChainSpec,
-  classChain,
-  classDispatchChains,
-  classSet,
-  dispatchedClasses,
-} from "../skeleton.ts";
+import { type ChainSpec, classDispatchChains, dispatchedClasses } from "../skeleton.ts";
 import type { TxBuilder, Unit } from "../tx_builder.ts";
 import {
   type Delta,
@@ -172,7 +166,7 @@ export function readyNeighbours(d: Draft, gen: number): void {
   const idle: string[] = [];
   for (const name of d.keys("classes")) {
     if (d.get("classes", name)! === 0) idle.push(name);
-    else for (const n of classNeighbours(name, gen)) want.add(n);
+    else for (const n of cachedNeighbours(name, gen)) want.add(n);
   }
   for (const name of idle) if (!want.has(name)) d.set("classes", name, null);
   for (const name of want) if (!d.has("classes", name)) d.set("classes", name, 0);
@@ -204,8 +198,7 @@ export function settleClasses(
   // The dispatch rules change only with a class set or chain written now (stale.ts deletes).
   let written = reserve;
   for (const name of names) {
-    const c = parseClassChain(name)!;
-    const spec = () => classChain(ctx, c.kind, c.proto, c.n, gen);
+    const spec = () => classSpec(ctx, name, gen, DIGESTS);
     if (!d.has("classes", name)) {
       if (isReservedClass(name, gen)) {
         // The chain stays; its set and dispatch rule go later (stale.ts), as a fresh full sync
@@ -222,8 +215,10 @@ export function settleClasses(
       }
       continue;
     }
-    if (c.gen !== gen) throw new Error(`class chain ${name} is not of generation ${gen}`);
-    const set = classSet(ctx, name), setName = set.name, digest = setDigest(set);
+    if (parseClassChain(name)!.gen !== gen) {
+      throw new Error(`class chain ${name} is not of generation ${gen}`);
+    }
+    const { set, setDigest: digest } = spec(), setName = set.name;
     if (d.has("staleSets", setName)) {
       // Still in the kernel with its dispatch rule (stale.ts has not deleted it): just kept.
       d.set("staleSets", setName, null);
@@ -251,19 +246,23 @@ function needsWrite(d: Draft, ctx: BuildContext, name: string, gen: number): boo
   if ((d.get("classes", name) ?? 0) === 0) return false;
   // In use before this plan: written then.
   if ((d.base.classes.get(name) ?? 0) > 0) return false;
-  const c = parseClassChain(name)!;
-  const set = classSet(ctx, name);
-  if (!d.has("staleSets", set.name) && d.get("sets", set.name) !== setDigest(set)) return true;
-  return d.get("chains", name) !== chainDigest(classChain(ctx, c.kind, c.proto, c.n, gen));
+  const spec = classSpec(ctx, name, gen, DIGESTS);
+  if (!d.has("staleSets", spec.set.name) && d.get("sets", spec.set.name) !== spec.setDigest) {
+    return true;
+  }
+  return d.get("chains", name) !== spec.chainDigest;
 }
 
 /** A class chain written unless it holds these rules (true when written); no longer stale. */
-function keepChain(d: Draft, spec: ChainSpec, u: Unit): boolean {
-  const name = spec.chain.name;
-  if (d.get("chains", name) === chainDigest(spec)) {
+function keepChain(d: Draft, spec: ClassSpec, u: Unit): boolean {
+  const name = spec.chain.chain.name;
+  if (d.get("chains", name) === spec.chainDigest) {
     if (d.has("staleChains", name)) d.set("staleChains", name, null);
     return false;
   }
-  ensureChain(d, spec, u);
+  ensureChain(d, spec.chain, u);
   return true;
 }
+
+/** The written state's digests, for {@link classSpec}. */
+const DIGESTS = { set: setDigest, chain: chainDigest };
