@@ -93,7 +93,7 @@ export class OwnSockets {
   follow(onChange: () => void): () => void {
     return this.#source?.subscribe?.((found) => {
       const next = this.#with(found);
-      if (next.size === this.#ids.size && [...next].every((p) => this.#ids.has(p))) return;
+      if (sameIds(next, this.#ids)) return;
       this.#ids = next;
       onChange();
     }) ?? (() => {});
@@ -116,7 +116,7 @@ export class OwnSockets {
       }
     }
     this.#adoptOurTasks(msgs);
-    const changed = before.size !== this.#ids.size || [...this.#ids].some((p) => !before.has(p));
+    const changed = !sameIds(before, this.#ids);
     return { foreign: msgs.filter((m) => !this.#ids.has(m.portid)), changed };
   }
 
@@ -150,6 +150,10 @@ export class OwnSockets {
       );
     }
   }
+}
+
+function sameIds(a: ReadonlySet<number>, b: ReadonlySet<number>): boolean {
+  return a.size === b.size && [...a].every((p) => b.has(p));
 }
 
 /** Our pid namespace is the initial one (known once): only then are NEWGEN's pids ours to read. */
