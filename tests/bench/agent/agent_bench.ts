@@ -9,7 +9,10 @@
  * - `agent-steady`: RSS at rest after the cold start and a few full syncs, the JS heap and native
  *   shares, and the memory issue's targets for the sizes it names (`memoryTargetMet`);
  * - `agent-endpoint-change` / `agent-new-service`: API write until traffic reaches the new
- *   endpoint (each change on its own, spaced past --min-sync-period);
+ *   endpoint (each change on its own, the first as soon as the agent is quiet after the cold
+ *   start, the others spaced past --min-sync-period; see single_changes.ts);
+ * - `agent-change-after-idle`: one more endpoint change, after KNP_BENCH_AFTER_IDLE_SECONDS
+ *   (default 20; 0 skips it) without any;
  * - `agent-idle`: the agent at rest (default --sync-period) for KNP_BENCH_IDLE_SECONDS (default
  *   300; 0 skips it): CPU share, event-loop stalls, full syncs, then the time to repair another
  *   program's flush of the dispatch map (see idle.ts);
@@ -27,7 +30,7 @@
  *        [--settle-seconds S] [--big-steps S]
  * Environment: KNP_BENCH_AGENT_LOG=FILE keeps the agent's output; KNP_BENCH_AGENT_ARGS adds
  * agent flags (e.g. "--v=2"); KNP_BENCH_CHURN_SECONDS and KNP_BENCH_SETTLE_SECONDS override the
- * churn length and the wait before the steady reading; KNP_BENCH_NFT_MONITOR=FILE records
+ * churn length and the wait from the cold start to the steady reading; KNP_BENCH_NFT_MONITOR=FILE records
  * `nft monitor` (every ruleset change in the node namespace, timestamped) for diagnosis; under
  * heavy churn nft monitor drops events (netlink buffer), so a missing line proves nothing.
  *
@@ -50,8 +53,14 @@ import { BenchNet, treeStat } from "../../support/net.ts";
 import { idle } from "./idle.ts";
 import { churn } from "./churn.ts";
 import { bigDeployment } from "./big_deployment.ts";
-import { CommitLog } from "./commit_log.ts";
-import { collectOwnGarbage, quantile, round, scrape, sleep, target } from "./measure.ts";
+import { collectOwnGarbage, round, scrape, sleep, target } from "./measure.ts";
+import {
+  changeAfterIdle,
+  type ChangeRig,
+  singleChanges,
+  type Size,
+  waitQuiet,
+} from "./single_changes.ts";
 import { lines } from "../../support/lines.ts";
 import { now } from "../../support/prober.ts";
 
@@ -89,9 +98,6 @@ function memoryTarget(services: number, eps: number) {
 }
 
 const HEAP = ["nodejs_heap_size_used_bytes", "nodejs_heap_size_total_bytes"];
-
-/** The cluster's size, copied into every result line. */
-type Size = { services: number; eps: number };
 
 /** Fills `api` with the node, the ServiceCIDR and N Services of E endpoints; their endpoints. */
 function populate(api: FakeApiServer, N: number, E: number): Ep[][] {
@@ -219,79 +225,6 @@ async function steadyReading(pid: number, metrics: string, size: Size): Promise<
   });
 }
 
-/** Latencies of one kind of change: write to traffic, and write to the kernel's commit. */
-interface Timed {
-  traffic: number[];
-  commit: number[];
-}
-
-/** The p50, max and every latency of one kind of change, as a result line. */
-function latencyLine(bench: string, size: Size, lat: Timed): Record<string, unknown> {
-  return {
-    bench,
-    ...size,
-    p50ms: round(quantile(lat.traffic, 0.5)),
-    maxms: round(Math.max(...lat.traffic)),
-    n: lat.traffic.length,
-    allms: lat.traffic.map(round),
-    ...(lat.commit.length > 0
-      ? {
-        commitP50ms: round(quantile(lat.commit, 0.5)),
-        commitMaxms: round(Math.max(...lat.commit)),
-        commitAllms: lat.commit.map(round),
-      }
-      : {}),
-  };
-}
-
-/**
- * Ten endpoint changes, then five new Services, each alone (spaced past --min-sync-period),
- * timed from the API write until traffic reaches the new endpoint. With
- * KNP_BENCH_COMMIT_CLOCK=1 a commit stamper also times each write to the kernel's commit of it,
- * splitting the latency into API and agent, and kernel and probe (a diagnosis: the stamper is one
- * more process waking at every commit).
- */
-async function singleChanges(
-  api: FakeApiServer,
-  net: BenchNet,
-  eps: Ep[][],
-  tracked: number[],
-  nextIP: () => string,
-  size: Size,
-): Promise<void> {
-  const commits = Deno.env.get("KNP_BENCH_COMMIT_CLOCK") === "1" ? await CommitLog.open() : null;
-  await collectOwnGarbage();
-  const timed = async (write: () => void, i: number, ip: string, into: Timed) => {
-    await sleep(1200);
-    const from = commits?.commits.length ?? 0, t = now();
-    write();
-    into.traffic.push(await net.prober.latency(target(i), ip, t));
-    const c = await commits?.waitFor(from, (c) => c.t >= t && c.elements > 0, 5000);
-    if (c !== undefined) into.commit.push(c.t - t);
-  };
-  const ep: Timed = { traffic: [], commit: [] }, svc: Timed = { traffic: [], commit: [] };
-  for (let k = 0; k < 10; k++) {
-    const i = tracked[k], ip = nextIP();
-    eps[i] = [{ ip }];
-    await timed(() => api.apply(slice(i, eps[i])), i, ip, ep);
-  }
-  emit(latencyLine("agent-endpoint-change", size, ep));
-  for (let k = 0; k < 5; k++) {
-    const i = size.services + k, ip = nextIP();
-    await timed(
-      () => {
-        api.apply(service(i));
-        api.apply(slice(i, [{ ip }]));
-      },
-      i,
-      ip,
-      svc,
-    );
-  }
-  emit(latencyLine("agent-new-service", size, svc));
-  await commits?.stop();
-}
-
 /** The agent's flags: the e2e base flags for this node, then KNP_BENCH_AGENT_ARGS. */
 function benchFlags(kubeconfig: string, healthzPort: number, metricsPort: number): string[] {
   // The e2e drivers' base flags with the bench's node, IPv4 only and the default
@@ -304,6 +237,28 @@ function benchFlags(kubeconfig: string, healthzPort: number, metricsPort: number
     }),
     ...(Deno.env.get("KNP_BENCH_AGENT_ARGS") ?? "").split(" ").filter((a) => a !== ""),
   ];
+}
+
+/**
+ * After the cold start: the single changes, the first as soon as the agent is quiet (issue 21's
+ * method); the steady reading `settleSeconds` after the cold start; then one change after the
+ * agent was left alone for KNP_BENCH_AFTER_IDLE_SECONDS (default 20; 0 skips it).
+ */
+async function changesAndRest(
+  rig: ChangeRig,
+  pid: number,
+  metrics: string,
+  tracked: number[],
+  settleSeconds: number,
+): Promise<void> {
+  const coldEnd = now();
+  await collectOwnGarbage();
+  for (const line of await singleChanges(rig, tracked, await waitQuiet(pid))) emit(line);
+  const lastChange = now();
+  await sleep(coldEnd + settleSeconds * 1000 - now());
+  await steadyReading(pid, metrics, rig.size);
+  const afterIdle = Number(Deno.env.get("KNP_BENCH_AFTER_IDLE_SECONDS") ?? 20) * 1000;
+  if (afterIdle > 0) emit(await changeAfterIdle(rig, tracked[10], lastChange + afterIdle - now()));
 }
 
 async function main(): Promise<void> {
@@ -334,10 +289,7 @@ async function main(): Promise<void> {
   const monitor = startMonitor();
   try {
     const a = await coldStart(net, sampled, args, size, (x) => agent = x);
-    // --- steady: a few full syncs (--sync-period) and the GC settle
-    await sleep(settleSeconds * 1000);
-    await steadyReading(a.pid, metrics, size);
-    await singleChanges(api, net, eps, tracked, nextIP, size);
+    await changesAndRest({ api, net, eps, size, nextIP }, a.pid, metrics, tracked, settleSeconds);
 
     // --- idle, then one foreign flush
     const idleSeconds = Number(Deno.env.get("KNP_BENCH_IDLE_SECONDS") ?? arg("idle-seconds", 300));
