@@ -156,6 +156,8 @@ export interface TreeStat {
   rssMB: number;
   hwmMB: number;
   cpuSeconds: number;
+  /** Page faults so far, minor and major. */
+  faults: number;
 }
 
 function descendants(pid: number): number[] {
@@ -171,9 +173,9 @@ function descendants(pid: number): number[] {
 
 const TICK = 100; // USER_HZ on Linux
 
-/** RSS, peak RSS (VmHWM) and CPU time summed over `pid`'s process tree. */
+/** RSS, peak RSS (VmHWM), CPU time and page faults summed over `pid`'s process tree. */
 export function treeStat(pid: number): TreeStat {
-  let rss = 0, hwm = 0, cpu = 0;
+  let rss = 0, hwm = 0, cpu = 0, faults = 0;
   for (const p of descendants(pid)) {
     try {
       const st = Deno.readTextFileSync(`/proc/${p}/status`);
@@ -182,7 +184,9 @@ export function treeStat(pid: number): TreeStat {
       const stat = Deno.readTextFileSync(`/proc/${p}/stat`);
       const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       cpu += (Number(f[11]) + Number(f[12])) / TICK; // utime, stime
+      faults += Number(f[7]) + Number(f[9]); // minflt, majflt
     } catch { /* exited */ }
   }
-  return { rssMB: Math.round(rss / 1024), hwmMB: Math.round(hwm / 1024), cpuSeconds: cpu };
+  const mb = (kb: number) => Math.round(kb / 1024);
+  return { rssMB: mb(rss), hwmMB: mb(hwm), cpuSeconds: cpu, faults };
 }

@@ -246,17 +246,16 @@ function benchFlags(kubeconfig: string, healthzPort: number, metricsPort: number
  */
 async function changesAndRest(
   rig: ChangeRig,
-  pid: number,
   metrics: string,
   tracked: number[],
   settleSeconds: number,
 ): Promise<void> {
   const coldEnd = now();
   await collectOwnGarbage();
-  for (const line of await singleChanges(rig, tracked, await waitQuiet(pid))) emit(line);
+  for (const line of await singleChanges(rig, tracked, await waitQuiet(rig.pid))) emit(line);
   const lastChange = now();
   await sleep(coldEnd + settleSeconds * 1000 - now());
-  await steadyReading(pid, metrics, rig.size);
+  await steadyReading(rig.pid, metrics, rig.size);
   const afterIdle = Number(Deno.env.get("KNP_BENCH_AFTER_IDLE_SECONDS") ?? 20) * 1000;
   if (afterIdle > 0) emit(await changeAfterIdle(rig, tracked[10], lastChange + afterIdle - now()));
 }
@@ -289,7 +288,8 @@ async function main(): Promise<void> {
   const monitor = startMonitor();
   try {
     const a = await coldStart(net, sampled, args, size, (x) => agent = x);
-    await changesAndRest({ api, net, eps, size, nextIP }, a.pid, metrics, tracked, settleSeconds);
+    const rig = { api, net, pid: a.pid, eps, size, nextIP };
+    await changesAndRest(rig, metrics, tracked, settleSeconds);
 
     // --- idle, then one foreign flush
     const idleSeconds = Number(Deno.env.get("KNP_BENCH_IDLE_SECONDS") ?? arg("idle-seconds", 300));

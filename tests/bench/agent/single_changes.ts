@@ -17,16 +17,22 @@ import { quantile, round, sleep, target } from "./measure.ts";
 /** The cluster's size, copied into every result line. */
 export type Size = { services: number; eps: number };
 
-/** Latencies of one kind of change: write to traffic, and write to the kernel's commit. */
+/**
+ * Latencies of one kind of change: write to traffic, and write to the kernel's commit; and the
+ * agent's page faults from the write until traffic got through.
+ */
 interface Timed {
   traffic: number[];
   commit: number[];
+  faults: number[];
 }
 
 /** What the single changes need of the bench. */
 export interface ChangeRig {
   api: FakeApiServer;
   net: BenchNet;
+  /** The agent's process. */
+  pid: number;
   /** Every Service's endpoints, updated as the changes replace them. */
   eps: Ep[][];
   size: Size;
@@ -72,7 +78,8 @@ export async function singleChanges(
 ): Promise<Record<string, unknown>[]> {
   const { api, eps, size } = rig;
   const clock = await commitClock();
-  const ep: Timed = { traffic: [], commit: [] }, svc: Timed = { traffic: [], commit: [] };
+  const ep: Timed = { traffic: [], commit: [], faults: [] },
+    svc: Timed = { traffic: [], commit: [], faults: [] };
   for (let k = 0; k < 10; k++) {
     if (k > 0) await sleep(SPACING_MS);
     const i = tracked[k], ip = rig.nextIP();
@@ -109,7 +116,7 @@ export async function changeAfterIdle(
 ): Promise<Record<string, unknown>> {
   const clock = await commitClock();
   await sleep(idleMs);
-  const ip = rig.nextIP(), lat: Timed = { traffic: [], commit: [] };
+  const ip = rig.nextIP(), lat: Timed = { traffic: [], commit: [], faults: [] };
   rig.eps[i] = [{ ip }];
   await timed(rig, clock, () => rig.api.apply(slice(i, rig.eps[i])), i, ip, lat);
   await clock?.stop();
@@ -118,6 +125,7 @@ export async function changeAfterIdle(
     ...rig.size,
     idleSeconds: round(idleMs / 100) / 10,
     ms: round(lat.traffic[0]),
+    faults: lat.faults[0],
     ...(lat.commit.length > 0 ? { commitMs: round(lat.commit[0]) } : {}),
   };
 }
@@ -136,9 +144,10 @@ async function timed(
   ip: string,
   into: Timed,
 ): Promise<void> {
-  const from = clock?.commits.length ?? 0, t = now();
+  const from = clock?.commits.length ?? 0, faults = treeStat(rig.pid).faults, t = now();
   write();
   into.traffic.push(await rig.net.prober.latency(target(i), ip, t));
+  into.faults.push(treeStat(rig.pid).faults - faults);
   const c = await clock?.waitFor(from, (c) => c.t >= t && c.elements > 0, 5000);
   if (c !== undefined) into.commit.push(c.t - t);
 }
@@ -152,6 +161,7 @@ function latencyLine(bench: string, size: Size, lat: Timed): Record<string, unkn
     maxms: round(Math.max(...lat.traffic)),
     n: lat.traffic.length,
     allms: lat.traffic.map(round),
+    faults: lat.faults,
     ...(lat.commit.length > 0
       ? {
         commitP50ms: round(quantile(lat.commit, 0.5)),
