@@ -147,7 +147,12 @@ export class SyncEngine {
       log: opts.log,
       metrics: opts.metrics,
       stopped: () => this.#stopped,
-      afterFirstReconcile: opts.trimMemory ?? mallocTrim,
+      afterFirstReconcile: () => {
+        (opts.trimMemory ?? mallocTrim)();
+        setTimeout(() => {
+          for (const f of this.#families) opts.proxiers[f]?.warmUp?.();
+        }, 0);
+      },
     });
     this.#families = IP_FAMILIES.filter((f) => opts.proxiers[f] !== undefined);
     for (const f of this.#families) this.#firstSync.add(f);

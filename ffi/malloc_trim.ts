@@ -104,8 +104,19 @@ export function mallocTrim(): void {
   requestTrim(trimNow);
 }
 
+let trims = 0;
+
+/**
+ * How many trims have run in this process. Memory a trim hands back is faulted in again by the
+ * next code that uses it, so a warm-up done before the last trim is undone by it.
+ */
+export function trimsDone(): number {
+  return trims;
+}
+
 function trimNow(): void {
   const gc = (globalThis as { gc?: (options?: unknown) => void }).gc;
   if (typeof gc === "function") gc({ type: "major", execution: "sync", flavor: "last-resort" });
   openLibc()?.malloc_trim(0n);
+  trims++;
 }

@@ -15,7 +15,7 @@
  * @module
  */
 import { type NftablesClient, NftablesError, type Transaction } from "../../ffi/nftables/types.ts";
-import { mallocTrim } from "../../ffi/malloc_trim.ts";
+import { mallocTrim, trimsDone } from "../../ffi/malloc_trim.ts";
 import {
   emptyStaleReport,
   mergeStaleReport,
@@ -92,8 +92,8 @@ export class Proxier {
   private pendingStale: StaleReport = emptyStaleReport();
   private programmedState: ProxyState | undefined;
   private busy = false;
-  /** The partial path was rehearsed (once, after the first full sync: rehearsal.ts). */
-  private rehearsed = false;
+  /** {@link trimsDone} when the partial path was last rehearsed (rehearsal.ts). */
+  private rehearsedAtTrim: number | undefined;
 
   /** A proxier for one family; its first sync is full. */
   constructor(opts: ProxierOptions) {
@@ -210,14 +210,13 @@ export class Proxier {
       const ran = await this.runPlan(plan);
       // A full sync's listing and rebuild leave the heap grown even when it writes nothing.
       // On a later turn: the plan just run is garbage by then, and the collection frees it.
-      if ((full || ran.ops >= TRIM_AFTER_OPS) && this.trim) setTimeout(this.trim, 0);
+      const trimming = (full || ran.ops >= TRIM_AFTER_OPS) && this.trim !== undefined;
+      if (trimming) setTimeout(this.trim!, 0);
+      // After the trim's timer: rehearse what the trim handed back, not the next change.
+      if (trimming || full) setTimeout(() => this.warmUp(), 0);
       if (full) {
         this.needFull = false;
         this.regenerate = false;
-        if (!this.rehearsed && this.client.rehearse !== undefined) {
-          this.rehearsed = true;
-          setTimeout(() => this.rehearse(), 0);
-        }
       }
       const checked = full || touched !== undefined;
       if (checked) this.preempted = 0;
@@ -311,12 +310,20 @@ export class Proxier {
     return out;
   }
 
-  /** Plans and encodes pretend changes, committing and sending nothing (rehearsal.ts). */
-  private rehearse(): void {
+  /**
+   * Rehearses the partial path (rehearsal.ts: pretend changes planned and encoded, nothing
+   * sent) unless that was done since the last memory trim. The first change after a cold start,
+   * or after a trim, otherwise compiles that path and faults its pages back in: ~300 page
+   * faults at 10k Services, against ~40 for the next changes (docs/benchmarks.md, eleventh
+   * round). The engine calls it after the trim that follows its first conntrack reconcile.
+   */
+  warmUp(): void {
+    if (this.client.rehearse === undefined || this.rehearsedAtTrim === trimsDone()) return;
     const state = this.programmedState, ctx = this.lastContext?.ctx;
     if (state === undefined || ctx === undefined || this.written.empty) return;
     // A sync waiting on the kernel comes first: try again once it is done.
-    if (this.busy) return void setTimeout(() => this.rehearse(), 50);
+    if (this.busy) return void setTimeout(() => this.warmUp(), 50);
+    this.rehearsedAtTrim = trimsDone();
     const t0 = performance.now();
     try {
       const r = rehearse(this.written, state, ctx, this.client, this.now());

@@ -1,14 +1,17 @@
 /**
- * A rehearsal of the partial path, run once after the first full sync: a
- * few pretend changes are planned against the written state and encoded as
- * the client would send them, and nothing is sent or committed.
+ * A rehearsal of the partial path, run after the first full sync and again
+ * after each memory trim (`Proxier.warmUp`): a few pretend changes are
+ * planned against the written state and encoded as the client would send
+ * them, and nothing is sent or committed.
  *
  * Why: a cold start runs only the full path. Without this, the first real
  * change after start-up is where V8 first compiles the partial planner, the
  * frontend diff and the element encoder. At 10k Services (docs/benchmarks.md)
  * its watch event reached the kernel in 9-11 ms without a rehearsal and in
- * 5-7 ms with one; later changes take 3-5 ms. A rehearsal costs ~20 ms once,
- * off the path of any change.
+ * 5-7 ms with one; later changes take 3-5 ms. A trim then hands back the
+ * pages that path used, and the next change faulted them in again (~300
+ * faults at 10k, eleventh round), so the rehearsal follows the last trim. It
+ * costs ~15-20 ms each time, off the path of any change.
  *
  * @module
  */

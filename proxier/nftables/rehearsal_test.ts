@@ -4,6 +4,7 @@ import type { Transaction } from "../../ffi/nftables/types.ts";
 import { buildContext } from "./context.ts";
 import { Proxier } from "./proxier.ts";
 import { rehearse } from "./rehearsal.ts";
+import { mallocTrim } from "../../ffi/malloc_trim.ts";
 import { CFG, ep, state, svc } from "./testing.ts";
 import type { WrittenState } from "./written_state.ts";
 
@@ -95,4 +96,21 @@ Deno.test("Proxier: rehearses once, after its first full sync, off the sync's pa
   await p.sync({ state: st, changed: new Set(), deleted: new Set(), stale: NO_STALE });
   await new Promise((r) => setTimeout(r, 10));
   assert.equal(fake.rehearsed.length, first, "once only");
+});
+
+Deno.test("warmUp: rehearses after a full sync, and again only once memory was trimmed", async () => {
+  const st = cluster();
+  const fake = new Rehearsing("ip", "kube-proxy");
+  const p = new Proxier({ client: fake, config: CFG, trimMemory: false });
+  await p.sync({ state: st, changed: new Set(), deleted: new Set(), stale: NO_STALE });
+  await new Promise((r) => setTimeout(r, 10)); // the sync schedules its warm-up
+  const once = fake.rehearsed.length;
+  assert.ok(once > 0, "the full sync warmed the partial path up");
+
+  p.warmUp();
+  assert.equal(fake.rehearsed.length, once, "nothing was trimmed since: no second rehearsal");
+
+  mallocTrim(); // hands memory back (here: no gc, no libc), so the path is cold again
+  p.warmUp();
+  assert.equal(fake.rehearsed.length, 2 * once);
 });
