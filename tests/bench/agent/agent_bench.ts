@@ -54,13 +54,7 @@ import { idle } from "./idle.ts";
 import { churn } from "./churn.ts";
 import { bigDeployment } from "./big_deployment.ts";
 import { collectOwnGarbage, round, scrape, sleep, target } from "./measure.ts";
-import {
-  changeAfterIdle,
-  type ChangeRig,
-  singleChanges,
-  type Size,
-  waitQuiet,
-} from "./single_changes.ts";
+import { changeAfterIdle, type ChangeRig, singleChanges, type Size } from "./single_changes.ts";
 import { lines } from "../../support/lines.ts";
 import { now } from "../../support/prober.ts";
 
@@ -252,7 +246,7 @@ async function changesAndRest(
 ): Promise<void> {
   const coldEnd = now();
   await collectOwnGarbage();
-  for (const line of await singleChanges(rig, tracked, await waitQuiet(rig.pid))) emit(line);
+  for (const line of await singleChanges(rig, tracked)) emit(line);
   const lastChange = now();
   await sleep(coldEnd + settleSeconds * 1000 - now());
   await steadyReading(rig.pid, metrics, rig.size);

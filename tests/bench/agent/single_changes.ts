@@ -65,7 +65,7 @@ export async function waitQuiet(
 }
 
 /**
- * Ten endpoint changes (the first at once, the agent being quiet), then five new Services,
+ * Ten endpoint changes (the first as soon as the agent is quiet), then five new Services,
  * 1.2 s apart; returns agent-endpoint-change and agent-new-service. With
  * KNP_BENCH_COMMIT_CLOCK=1 a commit stamper also times each write to the kernel's commit of it,
  * splitting the latency into API and agent, and kernel and probe (a diagnosis: the stamper is one
@@ -74,10 +74,11 @@ export async function waitQuiet(
 export async function singleChanges(
   rig: ChangeRig,
   tracked: number[],
-  quietWaitMs: number,
 ): Promise<Record<string, unknown>[]> {
   const { api, eps, size } = rig;
+  // The stamper is a process of its own: started before the wait, its start-up is not timed.
   const clock = await commitClock();
+  const quietWaitMs = await waitQuiet(rig.pid);
   const ep: Timed = { traffic: [], commit: [], faults: [] },
     svc: Timed = { traffic: [], commit: [], faults: [] };
   for (let k = 0; k < 10; k++) {
