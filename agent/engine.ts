@@ -78,9 +78,9 @@ export interface EngineOptions {
   reconcilePeriodMs?: number;
   /**
    * Run once after the first reconcile, whose Worker and index came after the cold start's
-   * trim (default: `mallocTrim`, a compacting collection and glibc's trim).
+   * trim (default: `mallocTrim`, a compacting collection and glibc's trim); `then` runs after it.
    */
-  trimMemory?: () => void;
+  trimMemory?: (then?: () => void) => void;
   /** Run once both lists are in, before the first sync (default: `settleMalloc`). */
   afterLists?: () => void;
   /**
@@ -147,12 +147,11 @@ export class SyncEngine {
       log: opts.log,
       metrics: opts.metrics,
       stopped: () => this.#stopped,
-      afterFirstReconcile: () => {
-        (opts.trimMemory ?? mallocTrim)();
-        setTimeout(() => {
-          for (const f of this.#families) opts.proxiers[f]?.warmUp?.();
-        }, 0);
-      },
+      // The trim hands back what the proxiers' rehearsals touched: they rehearse again after it.
+      afterFirstReconcile: () =>
+        (opts.trimMemory ?? mallocTrim)(() => {
+          for (const f of this.#families) opts.proxiers[f]!.warmUp();
+        }),
     });
     this.#families = IP_FAMILIES.filter((f) => opts.proxiers[f] !== undefined);
     for (const f of this.#families) this.#firstSync.add(f);

@@ -70,15 +70,23 @@ export function deferTrimWhile(busy: (() => boolean) | undefined): void {
   waiting = busy;
 }
 
+/** What runs once the pending trim has run (its callers' `then`). */
+let after: (() => void)[] = [];
+
 /**
  * Runs `trim` now, or, while {@link deferTrimWhile}'s predicate says a change is waiting, once it
- * no longer does (rechecked every 250 ms; requests meanwhile are one). The retry timer does not
- * keep the process alive.
+ * no longer does (rechecked every 250 ms; requests meanwhile are one). Each request's `then` runs
+ * on a later turn once the trim has run, however long it waited. The retry timer does not keep
+ * the process alive.
  */
-export function requestTrim(trim: () => void): void {
+export function requestTrim(trim: () => void, then?: () => void): void {
+  if (then !== undefined) after.push(then);
   if (retry !== undefined) return;
   if (waiting?.() !== true) {
     trim();
+    const next = after;
+    after = [];
+    for (const f of next) setTimeout(f, 0);
     return;
   }
   const t = setTimeout(() => {
@@ -98,10 +106,11 @@ export function requestTrim(trim: () => void): void {
  * 320 MB committed for 200 MB live). The "last-resort" flavor compacts, and with
  * --compaction-max-evacuated-bytes-mb-for-reduce-memory raised in the start task it compacts
  * the whole heap, so the committed size falls to what is live. It pauses the loop (0.6 s at
- * 30k Services): callers run it once a big sync is done, never inside one.
+ * 30k Services): callers run it once a big sync is done, never inside one. `then` runs after it,
+ * on a later turn (see {@link requestTrim}).
  */
-export function mallocTrim(): void {
-  requestTrim(trimNow);
+export function mallocTrim(then?: () => void): void {
+  requestTrim(trimNow, then);
 }
 
 let trims = 0;

@@ -21,3 +21,21 @@ Deno.test("requestTrim: runs at once unless a change is waiting, then once when 
     deferTrimWhile(undefined);
   }
 });
+
+Deno.test("requestTrim: each request's follow-up runs after the trim, also after a deferred one", async () => {
+  const order: string[] = [];
+  const trim = () => order.push("trim");
+  try {
+    let busy = true;
+    deferTrimWhile(() => busy);
+    requestTrim(trim, () => order.push("a"));
+    requestTrim(trim, () => order.push("b")); // merged into the pending request
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(order, [], "nothing while a change waits");
+    busy = false;
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(order, ["trim", "a", "b"]);
+  } finally {
+    deferTrimWhile(undefined);
+  }
+});

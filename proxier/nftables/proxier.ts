@@ -68,7 +68,7 @@ export class Proxier {
   private readonly cfg: ProxierConfig;
   private readonly staleDelay: number;
   private readonly maxOps: number;
-  private readonly trim: (() => void) | undefined;
+  private readonly trim: ((then?: () => void) => void) | undefined;
   private readonly shouldYield: (() => boolean) | undefined;
   private readonly yieldEveryMs: number;
   private readonly verifySetLimit: number;
@@ -210,10 +210,12 @@ export class Proxier {
       const ran = await this.runPlan(plan);
       // A full sync's listing and rebuild leave the heap grown even when it writes nothing.
       // On a later turn: the plan just run is garbage by then, and the collection frees it.
-      const trimming = (full || ran.ops >= TRIM_AFTER_OPS) && this.trim !== undefined;
-      if (trimming) setTimeout(this.trim!, 0);
-      // After the trim's timer: rehearse what the trim handed back, not the next change.
-      if (trimming || full) setTimeout(() => this.warmUp(), 0);
+      const trim = this.trim;
+      // The rehearsal follows the trim (which may wait for a change): what the trim hands back is
+      // faulted in again by it, not by the next change.
+      if ((full || ran.ops >= TRIM_AFTER_OPS) && trim) {
+        setTimeout(() => trim(() => this.warmUp()), 0);
+      } else if (full) setTimeout(() => this.warmUp(), 0);
       if (full) {
         this.needFull = false;
         this.regenerate = false;
@@ -315,7 +317,8 @@ export class Proxier {
    * sent) unless that was done since the last memory trim. The first change after a cold start,
    * or after a trim, otherwise compiles that path and faults its pages back in: ~300 page
    * faults at 10k Services, against ~40 for the next changes (docs/benchmarks.md, eleventh
-   * round). The engine calls it after the trim that follows its first conntrack reconcile.
+   * round). Each trim's follow-up calls it: the proxier's own, and the engine's after its first
+   * conntrack reconcile.
    */
   warmUp(): void {
     if (this.client.rehearse === undefined || this.rehearsedAtTrim === trimsDone()) return;

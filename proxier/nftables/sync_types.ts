@@ -26,10 +26,10 @@ export interface ProxierOptions {
    */
   maxOpsPerTransaction?: number;
   /**
-   * Returns freed native memory to the OS after large transactions. Default:
-   * libc `malloc_trim(0)` when FFI is allowed; `false` disables.
+   * Returns freed native memory to the OS after large transactions, then calls `then` (the
+   * rehearsal that faults the partial path back in). Default: `mallocTrim`; `false` disables.
    */
-  trimMemory?: (() => void) | false;
+  trimMemory?: ((then?: () => void) => void) | false;
   /** A full sync lists the hairpin set only while it should hold at most this many elements. */
   verifySetLimit?: number;
   /**

@@ -27,6 +27,8 @@ interface Timed {
   faults: number[];
 }
 
+const noneTimed = (): Timed => ({ traffic: [], commit: [], faults: [] });
+
 /** What the single changes need of the bench. */
 export interface ChangeRig {
   api: FakeApiServer;
@@ -79,8 +81,7 @@ export async function singleChanges(
   // The stamper is a process of its own: started before the wait, its start-up is not timed.
   const clock = await commitClock();
   const quietWaitMs = await waitQuiet(rig.pid);
-  const ep: Timed = { traffic: [], commit: [], faults: [] },
-    svc: Timed = { traffic: [], commit: [], faults: [] };
+  const ep = noneTimed(), svc = noneTimed();
   for (let k = 0; k < 10; k++) {
     if (k > 0) await sleep(SPACING_MS);
     const i = tracked[k], ip = rig.nextIP();
@@ -117,7 +118,7 @@ export async function changeAfterIdle(
 ): Promise<Record<string, unknown>> {
   const clock = await commitClock();
   await sleep(idleMs);
-  const ip = rig.nextIP(), lat: Timed = { traffic: [], commit: [], faults: [] };
+  const ip = rig.nextIP(), lat = noneTimed();
   rig.eps[i] = [{ ip }];
   await timed(rig, clock, () => rig.api.apply(slice(i, rig.eps[i])), i, ip, lat);
   await clock?.stop();
